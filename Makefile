@@ -1,0 +1,70 @@
+# LLM internals from scratch. `make lab` and `make test` set up .venv themselves.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+KERNEL_STAMP := $(VENV)/.kernel
+LESSONS := $(notdir $(wildcard solutions/[0-9]*))
+PORT ?= 8888
+JOBS ?= 2
+
+.PHONY: help setup lab test test-fast lint release execute-solutions autograde feedback grades bench clean
+
+help:
+	@echo "make lab        open JupyterLab on the course (creates .venv on first run)"
+	@echo "make test       the full suite (what CI runs)"
+	@echo "make test-fast  unit and interop tests only"
+	@echo "make release    regenerate notebooks/ from solutions/"
+	@echo "make autograde  grade every submission in submitted/"
+	@echo "make feedback   feedback HTML with hidden tests stripped, plus grades.csv"
+	@echo "make bench      run the benchmarks"
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[course,test]"
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+$(KERNEL_STAMP): $(STAMP)
+	$(BIN)/python -m ipykernel install --user --name llm-course --display-name "LLM internals (.venv)"
+	@touch $(KERNEL_STAMP)
+
+lab: $(STAMP) $(KERNEL_STAMP)
+	@echo "JupyterLab will print its URL below (open the one with /lab?token=...). Ctrl-C stops it."
+	$(BIN)/jupyter lab --no-browser --allow-root --ip=127.0.0.1 --port=$(PORT) \
+		--ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks
+
+lint: $(STAMP)
+	$(BIN)/ruff check course_lib tests benchmarks tools
+	$(BIN)/python tools/lint_tests.py tests
+
+test: $(STAMP) lint
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup -q tests \
+		--nbval-sanitize-with tests/notebooks/sanitize.cfg
+	@echo "make test: all passed"
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit tests/interop
+
+release: $(STAMP)
+	@for a in $(LESSONS); do $(BIN)/nbgrader generate_assignment $$a --force --log-level=WARN || exit 1; done
+	@echo "notebooks/ regenerated from solutions/"
+
+execute-solutions: $(STAMP)
+	$(BIN)/python tools/execute_solutions.py $(LESSONS)
+
+autograde: $(STAMP)
+	$(BIN)/python tools/autograde.py $(LESSONS)
+
+feedback: $(STAMP)
+	@for a in $(LESSONS); do $(BIN)/nbgrader generate_feedback $$a --force --log-level=WARN || exit 1; done
+	$(BIN)/nbgrader export --to grades.csv --log-level=WARN
+	@echo "feedback/ written (hidden tests stripped); grades in grades.csv"
+
+bench: $(STAMP)
+	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf autograded feedback gradebook.db .pytest_cache
