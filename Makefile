@@ -8,6 +8,8 @@ KERNEL_STAMP := $(VENV)/.kernel
 LESSONS := $(notdir $(wildcard solutions/[0-9]*))
 PORT ?= 8888
 JOBS ?= 2
+# nbgrader runs `alembic` from PATH when it creates a gradebook, so the venv must be on PATH.
+export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: help setup lab test test-fast lint release execute-solutions autograde feedback grades bench clean
 
@@ -38,10 +40,10 @@ lab: $(STAMP) $(KERNEL_STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check course_lib tests benchmarks tools
-	$(BIN)/python tools/lint_tests.py tests
+	$(BIN)/python tools/lint_tests.py tests solutions
 
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup -q tests \
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup -q tests solutions --nbval \
 		--nbval-sanitize-with tests/notebooks/sanitize.cfg
 	@echo "make test: all passed"
 

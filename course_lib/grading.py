@@ -1,0 +1,206 @@
+"""Helpers for graded exercises: shortcuts made unavailable, and checks whose messages teach.
+
+Hidden tests wrap the learner's function in `forbid(...)`, so that calling the reference
+implementation (or the PyTorch built-in that does the same job) raises a clear error instead
+of earning the points:
+
+    with forbid(torch.softmax, "torch.Tensor.softmax", torch.nn.functional.softmax):
+        out = stable_softmax(x)
+
+The comparison helpers raise `AssertionError` with the shape, dtype, first mismatching index
+and largest error, which is what a learner needs to find the bug.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+
+class ForbiddenCallError(RuntimeError):
+    """Raised when an exercise calls a function it is asked to implement itself."""
+
+
+def _resolve(target: str | Callable) -> tuple[str, Any]:
+    if not isinstance(target, str):
+        name = f"{getattr(target, '__module__', None) or ''}.{getattr(target, '__qualname__', repr(target))}"
+        return name.lstrip("."), target
+    parts = target.split(".")
+    for split in range(len(parts) - 1, 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        try:
+            for attr in parts[split:]:
+                obj = getattr(obj, attr)
+        except AttributeError as error:
+            raise ValueError(f"forbid({target!r}): no such attribute ({error})") from None
+        return target, obj
+    raise ValueError(f"forbid({target!r}): cannot import any module prefix of {target!r}")
+
+
+def _owner_of_dotted(target: str) -> tuple[Any, str] | None:
+    """For 'pkg.Class.method', the class and the method name (patched on the class)."""
+    module_path, _, attr = target.rpartition(".")
+    owner_path, _, owner_name = module_path.rpartition(".")
+    if not owner_path:
+        return None
+    try:
+        owner = getattr(importlib.import_module(owner_path), owner_name)
+    except (ImportError, AttributeError):
+        return None
+    return (owner, attr) if isinstance(owner, type) else None
+
+
+def _public_name(bindings: list[tuple[Any, str]]) -> str | None:
+    """The shortest public dotted name of a callable, e.g. 'torch.softmax'."""
+    names = [
+        f"{module.__name__}.{attr}"
+        for module, attr in bindings
+        if not module.__name__.startswith("_") and "._" not in module.__name__ and not attr.startswith("_")
+    ]
+    return min(names, key=len) if names else None
+
+
+def _raiser(name: str, hint: str | None) -> Callable:
+    def forbidden(*args, **kwargs):
+        message = (
+            f"{name} is off-limits in this exercise: the point is to implement it yourself. "
+            f"Rewrite your answer without calling it."
+        )
+        if hint:
+            message += f" Hint: {hint}"
+        raise ForbiddenCallError(message)
+
+    forbidden.__name__ = f"forbidden_{name.rsplit('.', 1)[-1]}"
+    return forbidden
+
+
+@contextmanager
+def forbid(*targets: str | Callable, hint: str | None = None) -> Iterator[None]:
+    """Make each target raise `ForbiddenCallError` inside the `with` block.
+
+    A target is a callable (every module-level name bound to it is patched, including names a
+    learner imported into the notebook under an alias) or a dotted name such as
+    `"torch.Tensor.softmax"` (patched on the class, so `x.softmax()` raises too). Everything is
+    restored on exit, even when the block raises.
+    """
+    patches: list[tuple[Any, str, Any, bool]] = []  # (namespace, attr, original, had_own_attr)
+    try:
+        for target in targets:
+            name, obj = _resolve(target)
+            bindings = [
+                (module, attr)
+                for module in list(sys.modules.values())
+                if isinstance(getattr(module, "__dict__", None), dict)
+                for attr, value in list(vars(module).items())
+                if value is obj
+            ]
+            if not isinstance(target, str):
+                name = _public_name(bindings) or name
+            replacement = _raiser(name, hint)
+            owner = _owner_of_dotted(target) if isinstance(target, str) else None
+            if owner is not None:
+                cls, attr = owner
+                patches.append((cls, attr, cls.__dict__.get(attr), attr in cls.__dict__))
+                setattr(cls, attr, replacement)
+            for module, attr in bindings:
+                patches.append((module, attr, obj, True))
+                setattr(module, attr, replacement)
+        yield
+    finally:
+        for namespace, attr, original, had_own_attr in reversed(patches):
+            if had_own_attr:
+                setattr(namespace, attr, original)
+            else:
+                delattr(namespace, attr)
+
+
+def _describe(x: Any) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"tensor of shape {tuple(x.shape)} and dtype {x.dtype}"
+    return type(x).__name__
+
+
+def assert_shape(actual: Any, expected_shape: Sequence[int], name: str = "output", hint: str | None = None) -> None:
+    """`actual` is a tensor of exactly `expected_shape`; otherwise a message that says how it differs."""
+    if not isinstance(actual, torch.Tensor):
+        raise AssertionError(f"{name}: expected a torch.Tensor, got {_describe(actual)}")
+    got, want = tuple(actual.shape), tuple(expected_shape)
+    if got == want:
+        return
+    message = f"{name}: expected shape {want}, got {got}"
+    if sorted(got) == sorted(want):
+        message += " (the same sizes in another order: is a transpose or permute missing or extra?)"
+    elif math.prod(got) == math.prod(want):
+        message += " (the same number of elements: check your view/reshape)"
+    elif len(got) != len(want):
+        message += f" ({len(got)} dimensions instead of {len(want)}: check which dims you summed or kept)"
+    if hint:
+        message += f". Hint: {hint}"
+    raise AssertionError(message)
+
+
+def assert_tensor_close(
+    actual: Any,
+    expected: torch.Tensor,
+    *,
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+    name: str = "output",
+    hint: str | None = None,
+    check_dtype: bool = True,
+) -> None:
+    """Like `torch.testing.assert_close`, with messages written for learners."""
+    assert_shape(actual, expected.shape, name=name, hint=hint)
+    suffix = f" Hint: {hint}" if hint else ""
+    if check_dtype and actual.dtype != expected.dtype:
+        raise AssertionError(f"{name}: expected dtype {expected.dtype}, got {actual.dtype}.{suffix}")
+    a = actual.detach().to("cpu", torch.float64)
+    e = expected.detach().to("cpu", torch.float64)
+    bad_nan = torch.isnan(a) & ~torch.isnan(e)
+    if bad_nan.any():
+        index = tuple(bad_nan.nonzero()[0].tolist())
+        raise AssertionError(
+            f"{name}: {int(bad_nan.sum())} NaN value(s), first at index {index} where "
+            f"{e[index].item():.6g} was expected (an overflow in exp? a division by zero?).{suffix}"
+        )
+    both_nan = torch.isnan(a) & torch.isnan(e)
+    close = torch.isclose(a, e, rtol=rtol, atol=atol, equal_nan=True) | both_nan
+    if close.all():
+        return
+    mismatched = ~close
+    index = tuple(mismatched.nonzero()[0].tolist())
+    error = (a - e).abs().nan_to_num(nan=math.inf)
+    raise AssertionError(
+        f"{name}: {int(mismatched.sum())} of {a.numel()} values differ (rtol={rtol}, atol={atol}). "
+        f"First at index {index}: got {a[index].item():.6g}, expected {e[index].item():.6g}. "
+        f"Largest absolute error {error.max().item():.3g}.{suffix}"
+    )
+
+
+def assert_sequence_equal(actual: Any, expected: Sequence, name: str = "output", hint: str | None = None) -> None:
+    """Two sequences are equal; otherwise the first differing position and both values there."""
+    suffix = f" Hint: {hint}" if hint else ""
+    if isinstance(actual, torch.Tensor):
+        actual = actual.tolist()
+    try:
+        actual_list = list(actual)
+    except TypeError:
+        raise AssertionError(f"{name}: expected a sequence like {list(expected)[:5]}..., got {_describe(actual)}") from None
+    expected_list = list(expected)
+    for i, (a, e) in enumerate(zip(actual_list, expected_list)):
+        if a != e:
+            raise AssertionError(f"{name}: first difference at position {i}: got {a!r}, expected {e!r}.{suffix}")
+    if len(actual_list) != len(expected_list):
+        raise AssertionError(
+            f"{name}: length {len(actual_list)}, expected {len(expected_list)} "
+            f"(the first {min(len(actual_list), len(expected_list))} items agree).{suffix}"
+        )

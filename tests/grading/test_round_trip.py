@@ -1,0 +1,114 @@
+"""The nbgrader pipeline, end to end, for every lesson, in a temporary course directory.
+
+Scores are read from the gradebook, never from exit codes. Every submission is graded by
+tools/autograde.py, the code behind `make autograde`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tests.grading import submissions as subs
+from tools import autograde as ag
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSONS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir())
+TABLE_DIR = ROOT / "build" / "round_trip"
+LOOP_DEADLINE_S = 30
+
+
+def _strip_volatile(nb) -> dict:
+    data = json.loads(nbformat.writes(nb))
+    data["metadata"].pop("widgets", None)
+    return data
+
+
+@pytest.fixture(scope="module", params=LESSONS)
+def graded(request, tmp_path_factory):
+    """A course directory with one lesson released, submitted in every way, and autograded."""
+    lesson = request.param
+    root = tmp_path_factory.mktemp(f"course-{lesson}")
+    shutil.copy(ROOT / "nbgrader_config.py", root)
+    shutil.copytree(ROOT / "solutions" / lesson, root / "solutions" / lesson)
+    done = ag.nbgrader(root, "generate_assignment", lesson, "--force")
+    assert done.returncode == 0, f"generate_assignment failed:\n{done.stdout}\n{done.stderr}"
+
+    name = f"{lesson}.ipynb"
+    solution = nbformat.read(root / "solutions" / lesson / name, as_version=4)
+    student = nbformat.read(root / "notebooks" / lesson / name, as_version=4)
+    all_points = subs.points(solution, subs.is_test_cell)
+    visible_points = all_points - subs.points(solution, subs.is_hidden_test_cell)
+
+    expected = {"solution": all_points, "untouched-student": 0.0, "edits-test-cells": 0.0,
+                "deletes-hidden-tests": visible_points}
+    subs.write(solution, root / "submitted" / "solution" / lesson / name)
+    subs.write(student, root / "submitted" / "untouched-student" / lesson / name)
+    subs.write(subs.with_edited_tests(student), root / "submitted" / "edits-test-cells" / lesson / name)
+    subs.write(subs.with_hidden_tests_deleted(solution), root / "submitted" / "deletes-hidden-tests" / lesson / name)
+    if lesson in subs.FORBIDDEN_ANSWERS:
+        cheat = subs.with_forbidden_answers(student, subs.FORBIDDEN_ANSWERS[lesson])
+        subs.write(cheat, root / "submitted" / "calls-forbidden-reference" / lesson / name)
+        expected["calls-forbidden-reference"] = visible_points
+    results = ag.autograde(root, [lesson], deadline=600, students=sorted(expected))
+
+    if lesson == LESSONS[0]:  # the runaway loop costs LOOP_DEADLINE_S; proving it once is enough
+        subs.write(subs.never_finishing(solution), root / "submitted" / "never-finishes" / lesson / name)
+        expected["never-finishes"] = 0.0
+        results += ag.autograde(root, [lesson], deadline=LOOP_DEADLINE_S, students=["never-finishes"])
+
+    by_student = {r.student: r for r in results}
+    TABLE_DIR.mkdir(parents=True, exist_ok=True)
+    rows = [f"{lesson}\t{s}\t{e:g}\t{by_student[s].auto_score:g}\t{by_student[s].status}\t{by_student[s].seconds:.1f}"
+            f"\t{'; '.join(by_student[s].flags)}" for s, e in expected.items()]
+    (TABLE_DIR / f"{lesson}.tsv").write_text("\n".join(rows) + "\n")
+    return {"lesson": lesson, "root": root, "expected": expected, "results": by_student, "release": root / "notebooks" / lesson / name}
+
+
+def test_release_matches_committed_notebooks(graded):
+    committed = ROOT / "notebooks" / graded["lesson"] / f"{graded['lesson']}.ipynb"
+    assert committed.exists(), f"{committed} is missing: run `make release` and commit notebooks/"
+    fresh = _strip_volatile(nbformat.read(graded["release"], as_version=4))
+    ours = _strip_volatile(nbformat.read(committed, as_version=4))
+    assert fresh == ours, f"{committed} differs from what `make release` generates from solutions/: run it and commit"
+
+
+def test_every_submission_gets_the_expected_score(graded):
+    got = {s: graded["results"][s].auto_score for s in graded["expected"]}
+    assert got == graded["expected"], f"autograded scores differ: got {got}, expected {graded['expected']}"
+
+
+def test_solution_and_untouched_student_are_graded_without_flags(graded):
+    for student in ("solution", "untouched-student"):
+        result = graded["results"][student]
+        assert result.status == "graded", f"{student}: {result.status} {result.flags}"
+        assert result.flags == [], f"{student} should raise no integrity flags, got {result.flags}"
+
+
+def test_edited_and_deleted_test_cells_are_reported(graded):
+    edited = graded["results"]["edits-test-cells"].flags
+    deleted = graded["results"]["deletes-hidden-tests"].flags
+    assert edited and all(f.startswith("edited test cell") for f in edited), edited
+    assert deleted and all(f.startswith("deleted test cell") for f in deleted), deleted
+
+
+def test_runaway_submission_is_killed_and_scores_zero(graded):
+    if "never-finishes" not in graded["expected"]:
+        pytest.skip("the runaway loop is proven on the first lesson only")
+    result = graded["results"]["never-finishes"]
+    assert result.status == "did not finish", f"expected the deadline to kill it, got {result.status}: {result.flags}"
+    assert result.seconds < LOOP_DEADLINE_S + 20, f"killing took {result.seconds:.0f} s"
+
+
+def test_student_notebook_fails_only_in_test_cells(graded):
+    """Executing the released notebook unchanged: the only cells that may raise are test cells."""
+    lesson = graded["lesson"]
+    executed = nbformat.read(graded["root"] / "autograded" / "untouched-student" / lesson / f"{lesson}.ipynb", as_version=4)
+    failing = [c for c in executed.cells if c.cell_type == "code" and any(o.output_type == "error" for o in c.outputs)]
+    not_tests = [c.get("id") or c.source[:60] for c in failing if not subs.is_test_cell(c)]
+    assert failing, "the untouched student notebook should fail its test cells"
+    assert not_tests == [], f"cells other than test cells fail in the student version: {not_tests}"

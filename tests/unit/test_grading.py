@@ -1,0 +1,78 @@
+"""course_lib.grading: forbid() blocks shortcuts and restores them; messages teach."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from course_lib import grading
+from course_lib.grading import ForbiddenCallError, assert_sequence_equal, assert_shape, assert_tensor_close, forbid
+
+ALIAS_OF_SOFTMAX = torch.softmax  # a name a learner might have imported under another name
+
+
+def test_forbid_blocks_every_route_to_the_function():
+    x = torch.randn(3)
+    with forbid(torch.softmax, F.softmax, "torch.Tensor.softmax"):
+        with pytest.raises(ForbiddenCallError, match="torch.softmax is off-limits"):
+            torch.softmax(x, 0)
+        with pytest.raises(ForbiddenCallError):
+            ALIAS_OF_SOFTMAX(x, 0)
+        with pytest.raises(ForbiddenCallError):
+            F.softmax(x, 0)
+        with pytest.raises(ForbiddenCallError, match="torch.Tensor.softmax"):
+            x.softmax(0)
+
+
+def test_forbid_restores_everything_even_after_an_error():
+    x = torch.randn(3)
+    before = (torch.softmax, F.softmax, "softmax" in torch.Tensor.__dict__)
+    with pytest.raises(ZeroDivisionError), forbid(torch.softmax, F.softmax, "torch.Tensor.softmax"):
+        1 / 0  # noqa: B018
+    assert (torch.softmax, F.softmax, "softmax" in torch.Tensor.__dict__) == before
+    assert ALIAS_OF_SOFTMAX is torch.softmax
+    assert torch.allclose(x.softmax(0), torch.softmax(x, 0))
+
+
+def test_forbid_leaves_other_functions_alone():
+    with forbid(torch.softmax):
+        assert torch.exp(torch.zeros(1)).item() == 1.0
+
+
+def test_forbid_message_includes_the_hint():
+    with forbid(torch.logsumexp, hint="use amax, exp and log"), pytest.raises(ForbiddenCallError, match="use amax"):
+        torch.logsumexp(torch.zeros(2), 0)
+
+
+def test_forbid_rejects_names_that_do_not_exist():
+    with pytest.raises(ValueError, match="no such attribute"), forbid("torch.no_such_function"):
+        pass
+
+
+def test_assert_shape_explains_a_transpose():
+    with pytest.raises(AssertionError, match=r"expected shape \(2, 5, 16\), got \(2, 16, 5\).*transpose"):
+        assert_shape(torch.zeros(2, 16, 5), (2, 5, 16))
+    with pytest.raises(AssertionError, match="expected a torch.Tensor, got list"):
+        assert_shape([1, 2], (2,))
+
+
+def test_assert_tensor_close_names_the_first_mismatch():
+    expected = torch.tensor([1.0, 2.0, 3.0])
+    with pytest.raises(AssertionError, match=r"1 of 3 values differ.*index \(2,\): got 4, expected 3"):
+        assert_tensor_close(torch.tensor([1.0, 2.0, 4.0]), expected)
+    with pytest.raises(AssertionError, match="NaN"):
+        assert_tensor_close(torch.tensor([1.0, float("nan"), 3.0]), expected)
+    with pytest.raises(AssertionError, match="dtype"):
+        assert_tensor_close(expected.double(), expected)
+    assert_tensor_close(expected + 1e-8, expected)
+
+
+def test_assert_sequence_equal_names_the_first_difference():
+    with pytest.raises(AssertionError, match=r"position 1: got 'b', expected 'c'"):
+        assert_sequence_equal(["a", "b"], ["a", "c"])
+    with pytest.raises(AssertionError, match="length 1, expected 2"):
+        assert_sequence_equal([1], [1, 2])
+    assert_sequence_equal(torch.tensor([1, 2]), [1, 2])
+
+
+def test_public_names():
+    assert {"forbid", "assert_tensor_close", "assert_shape", "assert_sequence_equal"} <= set(dir(grading))

@@ -1,0 +1,30 @@
+"""tools/lint_tests.py catches tests that cannot fail."""
+
+from tools.lint_tests import check_source
+
+
+def test_flags_a_comparison_without_assert():
+    problems = check_source("def test_x():\n    assert 1\n    1 + 1 == 2\n", "t.py")
+    assert len(problems) == 1
+    assert "t.py:3" in problems[0]
+
+
+def test_flags_a_test_without_any_assertion():
+    problems = check_source("def test_x():\n    y = 2\n", "t.py")
+    assert problems == ["t.py:1: test_x asserts nothing, so it can never fail"]
+
+
+def test_accepts_asserts_raises_and_asserting_helpers():
+    source = (
+        "import pytest\n"
+        "def _same(a, b):\n    assert a == b\n"
+        "def test_a():\n    assert 1\n"
+        "def test_b():\n    with pytest.raises(ValueError):\n        int('x')\n"
+        "def test_c():\n    _same(1, 1)\n"
+        "def test_d():\n    assert_tensor_close(1, 1)\n"
+    )
+    assert check_source(source, "t.py") == []
+
+
+def test_graded_cell_must_assert():
+    assert check_source("x = 1\nprint(x)\n", "cell", whole_is_a_test=True) == ["cell: this graded test cell asserts nothing, so it can never fail"]

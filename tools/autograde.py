@@ -1,0 +1,214 @@
+"""Autograde every submission in submitted/, one at a time, and report what each one scored.
+
+    python tools/autograde.py [LESSON ...] [--root DIR] [--deadline SECONDS]
+
+Why not plain `nbgrader autograde`:
+- its exit code says nothing about scores, so scores are read from the gradebook;
+- a loop that catches BaseException survives nbgrader's interrupt, so every submission runs in
+  its own process tree under a hard wall-clock deadline, and is killed (kernel included) when it
+  overruns; it is then reported as "did not finish" with 0 points and the batch goes on;
+- an edited test cell is silently restored and a deleted one silently scores 0, so submissions
+  are compared with the released notebook first and every such change is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Result:
+    lesson: str
+    student: str
+    status: str  # "graded", "did not finish", "autograde error"
+    auto_score: float
+    auto_max: float
+    seconds: float
+    flags: list[str] = field(default_factory=list)
+
+
+def _nbgrader_cells(path: Path) -> dict[str, nbformat.NotebookNode]:
+    nb = nbformat.read(path, as_version=4)
+    return {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells if "grade_id" in c.metadata.get("nbgrader", {})}
+
+
+def integrity_flags(released: Path, submitted: Path, source: Path | None = None) -> list[str]:
+    """Graded cells that a submission deleted or whose locked source it edited.
+
+    A locked cell may match either the release or the instructor's source (which still holds
+    the hidden tests, as when an instructor submits the solution to check the pipeline).
+    """
+    try:
+        theirs = _nbgrader_cells(submitted)
+    except Exception as error:  # an unreadable notebook is reported, not fatal to the batch
+        return [f"unreadable notebook ({type(error).__name__}: {error})"]
+    originals = _nbgrader_cells(source) if source is not None and source.exists() else {}
+    flags = []
+    for grade_id, cell in _nbgrader_cells(released).items():
+        meta = cell.metadata["nbgrader"]
+        if grade_id not in theirs:
+            what = "test cell" if meta.get("grade") and not meta.get("solution") else "answer cell"
+            flags.append(f"deleted {what} {grade_id} (scores 0, needs manual review)")
+        elif meta.get("locked") and theirs[grade_id].source not in (cell.source, getattr(originals.get(grade_id), "source", None)):
+            flags.append(f"edited test cell {grade_id} (restored from the release before grading)")
+    return flags
+
+
+def _kill_tree(process: subprocess.Popen) -> None:
+    """Kill nbgrader and every descendant, including kernels started in their own sessions."""
+    try:
+        parent = psutil.Process(process.pid)
+        family = parent.children(recursive=True) + [parent]
+    except psutil.NoSuchProcess:
+        return
+    for p in family:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(family, timeout=10)
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # nbgrader calls `alembic`
+    return env
+
+
+def nbgrader(root: Path, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args, "--log-level=WARN"],
+        cwd=root, env=_env(), capture_output=True, text=True, timeout=timeout, check=False,
+    )
+
+
+def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_timeout: float | None) -> tuple[str, float, str]:
+    args = [sys.executable, "-m", "nbgrader", "autograde", lesson, "--student", student, "--force"]
+    if cell_timeout is not None:
+        args.append(f"--Execute.timeout={int(cell_timeout)}")
+    start = time.perf_counter()
+    process = subprocess.Popen(args, cwd=root, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        log, _ = process.communicate(timeout=deadline)
+        status = "graded" if "There was an error processing" not in log else "autograde error"
+    except subprocess.TimeoutExpired:
+        _kill_tree(process)
+        log, _ = process.communicate()
+        status = "did not finish"
+    return status, time.perf_counter() - start, log
+
+
+def gradebook_scores(root: Path, lesson: str, student: str) -> tuple[float, float]:
+    """(autograded score, autograded maximum) of one submission, read from the gradebook."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        assignment = gb.find_assignment(lesson)
+        auto_max = sum(gc.max_score for nb in assignment.notebooks for gc in nb.grade_cells if gc.cell_type == "code")
+        try:
+            submission = gb.find_submission(lesson, student)
+        except MissingEntry:
+            return 0.0, auto_max
+        auto_score = sum(g.score for nb in submission.notebooks for g in nb.grades if g.cell.cell_type == "code")
+    return float(auto_score), float(auto_max)
+
+
+def _forget(root: Path, lesson: str, student: str) -> None:
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        try:
+            gb.remove_submission(lesson, student)
+        except MissingEntry:
+            pass
+
+
+def autograde(
+    root: Path,
+    lessons: list[str],
+    deadline: float = 600.0,
+    cell_timeout: float | None = None,
+    students: list[str] | None = None,
+) -> list[Result]:
+    results = []
+    for lesson in lessons:
+        released = root / "notebooks" / lesson / f"{lesson}.ipynb"
+        if not (root / "gradebook.db").exists() or not released.exists():
+            done = nbgrader(root, "generate_assignment", lesson, "--force")
+            if done.returncode != 0:
+                raise RuntimeError(f"nbgrader generate_assignment {lesson} failed:\n{done.stdout}{done.stderr}")
+        for student_dir in sorted((root / "submitted").glob(f"*/{lesson}")):
+            student = student_dir.parent.name
+            if students is not None and student not in students:
+                continue
+            flags = []
+            for notebook in sorted(student_dir.glob("*.ipynb")):
+                flags += integrity_flags(
+                    root / "notebooks" / lesson / notebook.name, notebook, root / "solutions" / lesson / notebook.name
+                )
+            status, seconds, log = run_autograde(root, lesson, student, deadline, cell_timeout)
+            if status != "graded":
+                _forget(root, lesson, student)
+                flags.append(_failure_reason(status, deadline, log))
+            score, maximum = gradebook_scores(root, lesson, student)
+            results.append(Result(lesson, student, status, score, maximum, seconds, flags))
+            print(format_row(results[-1]), flush=True)
+    return results
+
+
+def _failure_reason(status: str, deadline: float, log: str) -> str:
+    if status == "did not finish":
+        return f"killed after {deadline:.0f} s: a cell never finished (0 points; check by hand)"
+    if "CellTimeoutError" in log:
+        return "a cell ran past the per-cell timeout and ignored the interrupt (0 points; check by hand)"
+    errors = [line.strip() for line in log.splitlines() if "Error" in line and "Please see the" not in line]
+    return "nbgrader could not grade it: " + (errors[-1][:160] if errors else "see nbgrader's log")
+
+
+def format_row(r: Result) -> str:
+    notes = "; ".join(r.flags) or "-"
+    return f"{r.lesson:<20} {r.student:<24} {r.status:<16} {r.auto_score:>5.1f} / {r.auto_max:<5.1f} {r.seconds:>6.1f}s  {notes}"
+
+
+def write_csv(results: list[Result], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["lesson", "student", "status", "autograded_score", "autograded_max", "seconds", "flags"])
+        for r in results:
+            writer.writerow([r.lesson, r.student, r.status, r.auto_score, r.auto_max, f"{r.seconds:.1f}", "; ".join(r.flags)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("lessons", nargs="*", help="assignments to grade (default: every folder in solutions/)")
+    parser.add_argument("--root", type=Path, default=ROOT, help="course directory (holds nbgrader_config.py)")
+    parser.add_argument("--deadline", type=float, default=600.0, help="hard wall-clock limit per submission, seconds")
+    parser.add_argument("--cell-timeout", type=float, default=None, help="override nbgrader's per-cell timeout")
+    args = parser.parse_args(argv)
+    lessons = args.lessons or sorted(p.name for p in (args.root / "solutions").iterdir() if p.is_dir())
+    if not (args.root / "submitted").is_dir():
+        print(f"nothing to grade: put submissions in {args.root / 'submitted'}/<student>/<lesson>/<lesson>.ipynb")
+        return 1
+    print(f"{'lesson':<20} {'student':<24} {'status':<16} {'autograded':<13} {'time':>7}  notes")
+    results = autograde(args.root, lessons, args.deadline, args.cell_timeout)
+    write_csv(results, args.root / "autograded" / "autograde-report.csv")
+    print(f"\n{len(results)} submission(s); report in autograded/autograde-report.csv. "
+          f"Next: manual grading in the formgrader (make lab), then make feedback.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
