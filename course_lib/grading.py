@@ -196,7 +196,7 @@ def assert_sequence_equal(actual: Any, expected: Sequence, name: str = "output",
     except TypeError:
         raise AssertionError(f"{name}: expected a sequence like {list(expected)[:5]}..., got {_describe(actual)}") from None
     expected_list = list(expected)
-    for i, (a, e) in enumerate(zip(actual_list, expected_list)):
+    for i, (a, e) in enumerate(zip(actual_list, expected_list, strict=False)):
         if a != e:
             raise AssertionError(f"{name}: first difference at position {i}: got {a!r}, expected {e!r}.{suffix}")
     if len(actual_list) != len(expected_list):

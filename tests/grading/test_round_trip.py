@@ -92,8 +92,10 @@ def test_solution_and_untouched_student_are_graded_without_flags(graded):
 def test_edited_and_deleted_test_cells_are_reported(graded):
     edited = graded["results"]["edits-test-cells"].flags
     deleted = graded["results"]["deletes-hidden-tests"].flags
-    assert edited and all(f.startswith("edited test cell") for f in edited), edited
-    assert deleted and all(f.startswith("deleted test cell") for f in deleted), deleted
+    assert edited, "editing test cells must be reported"
+    assert all(f.startswith("edited test cell") for f in edited), edited
+    assert deleted, "deleting hidden test cells must be reported"
+    assert all(f.startswith("deleted test cell") for f in deleted), deleted
 
 
 def test_runaway_submission_is_killed_and_scores_zero(graded):

@@ -5,7 +5,13 @@ import torch
 import torch.nn.functional as F
 
 from course_lib import grading
-from course_lib.grading import ForbiddenCallError, assert_sequence_equal, assert_shape, assert_tensor_close, forbid
+from course_lib.grading import (
+    ForbiddenCallError,
+    assert_sequence_equal,
+    assert_shape,
+    assert_tensor_close,
+    forbid,
+)
 
 ALIAS_OF_SOFTMAX = torch.softmax  # a name a learner might have imported under another name
 
