@@ -32,8 +32,8 @@ def test_forbid_blocks_every_route_to_the_function():
 def test_forbid_restores_everything_even_after_an_error():
     x = torch.randn(3)
     before = (torch.softmax, F.softmax, "softmax" in torch.Tensor.__dict__)
-    with pytest.raises(ZeroDivisionError), forbid(torch.softmax, F.softmax, "torch.Tensor.softmax"):
-        1 / 0  # noqa: B018
+    with pytest.raises(ValueError), forbid(torch.softmax, F.softmax, "torch.Tensor.softmax"):
+        int("not a number")
     assert (torch.softmax, F.softmax, "softmax" in torch.Tensor.__dict__) == before
     assert ALIAS_OF_SOFTMAX is torch.softmax
     assert torch.allclose(x.softmax(0), torch.softmax(x, 0))
