@@ -43,7 +43,7 @@ lint: $(STAMP)
 	$(BIN)/python tools/lint_tests.py tests solutions
 
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup -q tests solutions --nbval \
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadscope -q tests solutions --nbval \
 		--nbval-sanitize-with tests/notebooks/sanitize.cfg
 	@echo "make test: all passed"
 

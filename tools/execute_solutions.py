@@ -23,9 +23,13 @@ def execute(lesson: str, timeout: int = 600) -> float:
     path = ROOT / "solutions" / lesson / f"{lesson}.ipynb"
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
-    NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", record_timing=False, resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
     elapsed = time.perf_counter() - start
     nb.metadata.pop("widgets", None)  # widget state is per-run noise
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)  # timestamps would leak into the release
     nbformat.write(nb, path)
     return elapsed
 

@@ -28,10 +28,10 @@ def _strip_volatile(nb) -> dict:
     return data
 
 
-@pytest.fixture(scope="module", params=LESSONS)
+@pytest.fixture(scope="class")
 def graded(request, tmp_path_factory):
     """A course directory with one lesson released, submitted in every way, and autograded."""
-    lesson = request.param
+    lesson = request.cls.lesson
     root = tmp_path_factory.mktemp(f"course-{lesson}")
     shutil.copy(ROOT / "nbgrader_config.py", root)
     shutil.copytree(ROOT / "solutions" / lesson, root / "solutions" / lesson)
@@ -69,48 +69,63 @@ def graded(request, tmp_path_factory):
     return {"lesson": lesson, "root": root, "expected": expected, "results": by_student, "release": root / "notebooks" / lesson / name}
 
 
-def test_release_matches_committed_notebooks(graded):
-    committed = ROOT / "notebooks" / graded["lesson"] / f"{graded['lesson']}.ipynb"
-    assert committed.exists(), f"{committed} is missing: run `make release` and commit notebooks/"
-    fresh = _strip_volatile(nbformat.read(graded["release"], as_version=4))
-    ours = _strip_volatile(nbformat.read(committed, as_version=4))
-    assert fresh == ours, f"{committed} differs from what `make release` generates from solutions/: run it and commit"
+
+class RoundTrip:
+    """The checks for one lesson; one subclass per lesson, so pytest-xdist (--dist loadscope)
+    grades different lessons on different workers."""
+
+    lesson: str
+
+    def test_release_matches_committed_notebooks(self, graded):
+        committed = ROOT / "notebooks" / graded["lesson"] / f"{graded['lesson']}.ipynb"
+        assert committed.exists(), f"{committed} is missing: run `make release` and commit notebooks/"
+        fresh = _strip_volatile(nbformat.read(graded["release"], as_version=4))
+        ours = _strip_volatile(nbformat.read(committed, as_version=4))
+        differing = [i for i, (a, b) in enumerate(zip(fresh["cells"], ours["cells"], strict=False)) if a != b]
+        assert fresh == ours, (
+            f"{committed} differs from what `make release` generates from solutions/ "
+            f"(cells {differing[:5]}, {len(fresh['cells'])} vs {len(ours['cells'])} cells): run `make release` and commit"
+        )
 
 
-def test_every_submission_gets_the_expected_score(graded):
-    got = {s: graded["results"][s].auto_score for s in graded["expected"]}
-    assert got == graded["expected"], f"autograded scores differ: got {got}, expected {graded['expected']}"
+    def test_every_submission_gets_the_expected_score(self, graded):
+        got = {s: graded["results"][s].auto_score for s in graded["expected"]}
+        assert got == graded["expected"], f"autograded scores differ: got {got}, expected {graded['expected']}"
 
 
-def test_solution_and_untouched_student_are_graded_without_flags(graded):
-    for student in ("solution", "untouched-student"):
-        result = graded["results"][student]
-        assert result.status == "graded", f"{student}: {result.status} {result.flags}"
-        assert result.flags == [], f"{student} should raise no integrity flags, got {result.flags}"
+    def test_solution_and_untouched_student_are_graded_without_flags(self, graded):
+        for student in ("solution", "untouched-student"):
+            result = graded["results"][student]
+            assert result.status == "graded", f"{student}: {result.status} {result.flags}"
+            assert result.flags == [], f"{student} should raise no integrity flags, got {result.flags}"
 
 
-def test_edited_and_deleted_test_cells_are_reported(graded):
-    edited = graded["results"]["edits-test-cells"].flags
-    deleted = graded["results"]["deletes-hidden-tests"].flags
-    assert edited, "editing test cells must be reported"
-    assert all(f.startswith("edited test cell") for f in edited), edited
-    assert deleted, "deleting hidden test cells must be reported"
-    assert all(f.startswith("deleted test cell") for f in deleted), deleted
+    def test_edited_and_deleted_test_cells_are_reported(self, graded):
+        edited = graded["results"]["edits-test-cells"].flags
+        deleted = graded["results"]["deletes-hidden-tests"].flags
+        assert edited, "editing test cells must be reported"
+        assert all(f.startswith("edited test cell") for f in edited), edited
+        assert deleted, "deleting hidden test cells must be reported"
+        assert all(f.startswith("deleted test cell") for f in deleted), deleted
 
 
-def test_runaway_submission_is_killed_and_scores_zero(graded):
-    if "never-finishes" not in graded["expected"]:
-        pytest.skip("the runaway loop is proven on the first lesson only")
-    result = graded["results"]["never-finishes"]
-    assert result.status == "did not finish", f"expected the deadline to kill it, got {result.status}: {result.flags}"
-    assert result.seconds < LOOP_DEADLINE_S + 20, f"killing took {result.seconds:.0f} s"
+    def test_runaway_submission_is_killed_and_scores_zero(self, graded):
+        if "never-finishes" not in graded["expected"]:
+            pytest.skip("the runaway loop is proven on the first lesson only")
+        result = graded["results"]["never-finishes"]
+        assert result.status == "did not finish", f"expected the deadline to kill it, got {result.status}: {result.flags}"
+        assert result.seconds < LOOP_DEADLINE_S + 20, f"killing took {result.seconds:.0f} s"
 
 
-def test_student_notebook_fails_only_in_test_cells(graded):
-    """Executing the released notebook unchanged: the only cells that may raise are test cells."""
-    lesson = graded["lesson"]
-    executed = nbformat.read(graded["root"] / "autograded" / "untouched-student" / lesson / f"{lesson}.ipynb", as_version=4)
-    failing = [c for c in executed.cells if c.cell_type == "code" and any(o.output_type == "error" for o in c.outputs)]
-    not_tests = [c.get("id") or c.source[:60] for c in failing if not subs.is_test_cell(c)]
-    assert failing, "the untouched student notebook should fail its test cells"
-    assert not_tests == [], f"cells other than test cells fail in the student version: {not_tests}"
+    def test_student_notebook_fails_only_in_test_cells(self, graded):
+        """Executing the released notebook unchanged: the only cells that may raise are test cells."""
+        lesson = graded["lesson"]
+        executed = nbformat.read(graded["root"] / "autograded" / "untouched-student" / lesson / f"{lesson}.ipynb", as_version=4)
+        failing = [c for c in executed.cells if c.cell_type == "code" and any(o.output_type == "error" for o in c.outputs)]
+        not_tests = [c.get("id") or c.source[:60] for c in failing if not subs.is_test_cell(c)]
+        assert failing, "the untouched student notebook should fail its test cells"
+        assert not_tests == [], f"cells other than test cells fail in the student version: {not_tests}"
+
+
+for _lesson in LESSONS:
+    globals()[f"TestRoundTrip_{_lesson}"] = type(f"TestRoundTrip_{_lesson}", (RoundTrip,), {"lesson": _lesson})

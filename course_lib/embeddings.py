@@ -1,0 +1,220 @@
+"""Token embeddings, positional encodings and cosine similarity (lesson 02).
+
+An embedding matrix E has one row per token id: E is (vocab_size, d_model). Looking a token
+up is the same as multiplying its one-hot row vector by E,
+
+    one_hot(id) @ E == E[id],
+
+which is why an embedding layer is "just a linear layer without a bias" that PyTorch
+implements as an index lookup (no multiplications at all).
+
+A transformer sees a *set* of vectors unless we add position information, so the input to
+the first block is
+
+    X[t] = E[ids[t]] + P[t],          t = 0, 1, ..., T-1
+
+where P is either learned (another embedding table, one row per position) or the fixed
+sinusoidal table of "Attention Is All You Need":
+
+    P[p, 2i]   = sin(p * base^(-2i/d))
+    P[p, 2i+1] = cos(p * base^(-2i/d))
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+__all__ = [
+    "TokenAndPositionEmbedding",
+    "cosine_distance",
+    "cosine_similarity",
+    "one_hot_embed",
+    "sinusoidal_positional_encoding",
+]
+
+
+def _check_ids(ids: torch.Tensor, vocab_size: int, what: str = "token ids") -> None:
+    """Raise a clear error unless `ids` is an integer tensor with values in [0, vocab_size)."""
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(f"{what} must be a torch.Tensor of integers, got {type(ids).__name__}; "
+                        "wrap them with torch.tensor(ids).")
+    if ids.dtype.is_floating_point or ids.dtype == torch.bool or ids.is_complex():
+        raise TypeError(f"{what} must have an integer dtype (torch.long), got {ids.dtype}; "
+                        "convert them with ids.long().")
+    if ids.numel() == 0:
+        return
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0 or hi >= vocab_size:
+        bad = lo if lo < 0 else hi
+        raise ValueError(f"{what} must lie in [0, {vocab_size - 1}] (vocab_size={vocab_size}), "
+                         f"got {bad}: is the tokenizer's vocabulary larger than the embedding "
+                         "table?")
+
+
+# ------------------------------------------------------------------------------------------
+# Sinusoidal positional encoding
+# ------------------------------------------------------------------------------------------
+
+def sinusoidal_positional_encoding(
+    seq_len: int,
+    d_model: int,
+    base: float = 10000.0,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """The fixed sinusoidal position table of Vaswani et al. (2017), shape (seq_len, d_model).
+
+    Positions are 0-based. For pair index i = 0, 1, ..., the angular frequency is
+    w_i = base^(-2i/d) and
+
+        PE[p, 2i]   = sin(p * w_i)
+        PE[p, 2i+1] = cos(p * w_i)
+
+    so row 0 is [0, 1, 0, 1, ...]. Frequencies fall geometrically from 1 (one radian per
+    position) to about 1/base, so the wavelengths range from 2*pi to about 2*pi*base.
+
+    Because sin/cos of p*w and (p+k)*w are related by a rotation that depends only on k,
+    PE[p] . PE[p+k] = sum_i cos(k * w_i) depends only on the offset k, not on p.
+
+    An odd d_model is allowed: the table is the first d_model columns of the table for
+    d_model + 1, i.e. the last column is a sine and the formula above still holds with
+    d = d_model for every column that exists.
+
+    The angles are computed in float64 and then cast to `dtype`, so large positions keep
+    their accuracy even when the result is float32.
+    """
+    if not isinstance(seq_len, int) or seq_len < 0:
+        raise ValueError(f"seq_len must be a non-negative int, got {seq_len!r}.")
+    if not isinstance(d_model, int) or d_model < 1:
+        raise ValueError(f"d_model must be a positive int, got {d_model!r}.")
+    if not (isinstance(base, (int, float)) and base > 0 and math.isfinite(base)):
+        raise ValueError(f"base must be a positive finite number, got {base!r}.")
+
+    n_pairs = (d_model + 1) // 2
+    position = torch.arange(seq_len, dtype=torch.float64, device=device)[:, None]   # (T, 1)
+    two_i = torch.arange(0, 2 * n_pairs, 2, dtype=torch.float64, device=device)     # (n_pairs,)
+    freq = base ** (-two_i / d_model)                                              # w_i
+    angle = position * freq                                                        # (T, n_pairs)
+
+    pe = torch.empty(seq_len, 2 * n_pairs, dtype=torch.float64, device=device)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle)
+    return pe[:, :d_model].to(dtype)
+
+
+# ------------------------------------------------------------------------------------------
+# Token + position embedding
+# ------------------------------------------------------------------------------------------
+
+class TokenAndPositionEmbedding(nn.Module):
+    """X = Dropout(E_tok[ids] + P[start_pos : start_pos + T]).
+
+    Args:
+        vocab_size: number of rows of the token table E_tok, (vocab_size, d_model).
+        d_model:    width of each vector.
+        max_len:    the longest sequence the module accepts (the rows of P).
+        positional: "learned"    -> P is an nn.Embedding(max_len, d_model), trained like E_tok
+                                    (GPT-2);
+                    "sinusoidal" -> P is the fixed `sinusoidal_positional_encoding` table,
+                                    stored as a non-trainable buffer (Vaswani et al.).
+        dropout:    dropout probability applied to the sum (0 disables it).
+
+    forward(ids, start_pos=0): ids is (T,) or (B, T) of token ids; returns (T, d_model) or
+    (B, T, d_model). `start_pos` shifts the positions (used when generating with a KV cache,
+    where the new token sits at position start_pos).
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, max_len: int,
+                 positional: str = "learned", dropout: float = 0.0) -> None:
+        super().__init__()
+        for name, value in (("vocab_size", vocab_size), ("d_model", d_model),
+                            ("max_len", max_len)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}.")
+        if positional not in ("learned", "sinusoidal"):
+            raise ValueError(f"positional must be 'learned' or 'sinusoidal', got {positional!r}.")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout!r}.")
+        self.vocab_size, self.d_model, self.max_len = vocab_size, d_model, max_len
+        self.positional = positional
+
+        self.token_emb = nn.Embedding(vocab_size, d_model)
+        if positional == "learned":
+            self.pos_emb = nn.Embedding(max_len, d_model)
+        else:
+            self.pos_emb = None
+            # persistent=False: the table is recomputed, not saved in the state_dict
+            self.register_buffer("pe", sinusoidal_positional_encoding(max_len, d_model),
+                                 persistent=False)
+        self.dropout = nn.Dropout(dropout)
+
+    def position_vectors(self, T: int, start_pos: int = 0) -> torch.Tensor:
+        """P[start_pos : start_pos + T], shape (T, d_model)."""
+        if start_pos < 0 or start_pos + T > self.max_len:
+            raise ValueError(
+                f"positions {start_pos}..{start_pos + T - 1} do not fit max_len={self.max_len}: "
+                f"the sequence is too long; crop it to the last {self.max_len - start_pos} "
+                "tokens or build the module with a larger max_len.")
+        if self.pos_emb is not None:
+            pos = torch.arange(start_pos, start_pos + T, device=self.pos_emb.weight.device)
+            return self.pos_emb(pos)
+        return self.pe[start_pos:start_pos + T]
+
+    def forward(self, ids: torch.Tensor, start_pos: int = 0) -> torch.Tensor:
+        _check_ids(ids, self.vocab_size)
+        if ids.dim() not in (1, 2):
+            raise ValueError(f"ids must have shape (T,) or (B, T), got {tuple(ids.shape)}.")
+        T = ids.shape[-1]
+        tok = self.token_emb(ids)                       # (B, T, D)
+        pos = self.position_vectors(T, start_pos)       # (T, D), broadcast over B
+        return self.dropout(tok + pos.to(tok.dtype))
+
+    def extra_repr(self) -> str:
+        return (f"vocab_size={self.vocab_size}, d_model={self.d_model}, max_len={self.max_len}, "
+                f"positional={self.positional!r}")
+
+
+# ------------------------------------------------------------------------------------------
+# One-hot lookup and cosine similarity
+# ------------------------------------------------------------------------------------------
+
+def one_hot_embed(ids: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
+    """one_hot(ids) @ E: the explicit matrix product that an embedding lookup E[ids] computes.
+
+    ids is any integer tensor (...), E is (vocab_size, d); the result is (..., d) and equals
+    E[ids] exactly (each output row is 1 * one row of E plus zeros).
+    """
+    if not isinstance(E, torch.Tensor) or E.dim() != 2:
+        shape = tuple(E.shape) if isinstance(E, torch.Tensor) else type(E).__name__
+        raise ValueError(f"E must be a 2-D (vocab_size, d) tensor, got {shape}.")
+    _check_ids(ids, E.shape[0])
+    one_hot = F.one_hot(ids, num_classes=E.shape[0]).to(E.dtype)   # (..., vocab_size)
+    return one_hot @ E
+
+
+def cosine_similarity(a: torch.Tensor, b: torch.Tensor, dim: int = -1,
+                      eps: float = 1e-8) -> torch.Tensor:
+    """cos(a, b) = a . b / (max(|a|, eps) * max(|b|, eps)), along `dim`, with broadcasting.
+
+    1 means same direction, 0 orthogonal, -1 opposite. A zero vector has similarity 0 with
+    everything (the eps keeps the division finite). Same formula and defaults as
+    torch.nn.functional.cosine_similarity, except `dim` defaults to the last axis.
+    """
+    a, b = torch.broadcast_tensors(a, b)
+    a_norm = a.norm(dim=dim, keepdim=True).clamp_min(eps)
+    b_norm = b.norm(dim=dim, keepdim=True).clamp_min(eps)
+    return ((a / a_norm) * (b / b_norm)).sum(dim=dim)
+
+
+def cosine_distance(a: torch.Tensor, b: torch.Tensor, dim: int = -1,
+                    eps: float = 1e-8) -> torch.Tensor:
+    """1 - cosine_similarity(a, b): 0 for the same direction, 1 orthogonal, 2 opposite.
+
+    (Not a metric: the triangle inequality can fail. It is still the usual "distance" for
+    comparing embedding directions.)
+    """
+    return 1.0 - cosine_similarity(a, b, dim=dim, eps=eps)

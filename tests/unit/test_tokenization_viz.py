@@ -1,0 +1,49 @@
+"""The tokenizer playground: coloured token spans with ids, and the ipywidgets explorer."""
+
+import pytest
+
+from course_lib.tokenization import BPETokenizer, CharTokenizer, WordPieceTokenizer
+from course_lib.viz.tokens import token_pieces, token_spans_html, tokenizer_playground
+
+
+@pytest.fixture(scope="module")
+def bpe() -> BPETokenizer:
+    return BPETokenizer().train("hello hello world <b>", 260)
+
+
+def test_token_pieces_reassemble_the_text(bpe):
+    pieces = token_pieces(bpe, "hello <b>")
+    assert "".join(p for p, _ in pieces) == "hello <b>"
+    assert [i for _, i in pieces] == bpe.encode("hello <b>")
+
+
+def test_spans_html_has_one_span_per_token_with_its_id_and_escaped_text(bpe):
+    html = token_spans_html(bpe, "hello <b>")
+    n = len(bpe.encode("hello <b>"))
+    assert html.count("<span") == n
+    assert "&lt;" in html
+    assert "<b>" not in html, "token text must be HTML-escaped"
+    assert f"{n} tokens" in html
+    for idx in bpe.encode("hello <b>"):
+        assert f"id {idx}" in html
+
+
+def test_pieces_for_other_tokenizers():
+    wp = WordPieceTokenizer(["[UNK]", "hel", "##lo"])
+    assert token_pieces(wp, "hello") == [("hel", 1), ("##lo", 2)]
+    char = CharTokenizer().train("ab")
+    assert token_pieces(char, "ba") == [("b", 2), ("a", 1)]
+
+
+def test_playground_updates_every_tokenizer_when_the_text_changes(bpe):
+    box = tokenizer_playground({"bpe": bpe, "chars": CharTokenizer().train("helo wrd")})
+    text, output = box.children
+    assert "bpe" in output.value
+    assert "chars" in output.value
+    text.value = "held"
+    assert "4 tokens" in output.value, "the char tokenizer gives 4 tokens for 'held'"
+
+
+def test_playground_needs_a_tokenizer():
+    with pytest.raises(ValueError, match="at least one"):
+        tokenizer_playground({})
