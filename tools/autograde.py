@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -126,8 +127,10 @@ def gradebook_scores(root: Path, lesson: str, student: str) -> tuple[float, floa
 
 
 def _forget(root: Path, lesson: str, student: str) -> None:
+    """Drop what a failed run left behind, so feedback and exports never show partial grades."""
     from nbgrader.api import Gradebook, MissingEntry
 
+    shutil.rmtree(root / "autograded" / student / lesson, ignore_errors=True)
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         try:
             gb.remove_submission(lesson, student)

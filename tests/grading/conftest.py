@@ -19,7 +19,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         return
     tr = terminalreporter
     tr.section("grading round trip (autograded points, read from the gradebook)")
-    tr.write_line(f"{'lesson':<20} {'submission':<26} {'expected':>8} {'got':>6}  {'match':<5} {'status':<15} {'time':>6}  notes")
+    tr.write_line(f"{'lesson':<20} {'submission':<28} {'expected':>8} {'got':>6}  {'match':<5} {'status':<15} {'time':>6}  notes")
     for lesson, student, expected, got, status, seconds, notes in rows:
         match = "yes" if float(expected) == float(got) else "NO"
-        tr.write_line(f"{lesson:<20} {student:<26} {expected:>8} {got:>6}  {match:<5} {status:<15} {seconds:>5}s  {notes}")
+        tr.write_line(f"{lesson:<20} {student:<28} {expected:>8} {got:>6}  {match:<5} {status:<15} {seconds:>5}s  {notes}")

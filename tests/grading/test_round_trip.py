@@ -19,7 +19,8 @@ from tools import autograde as ag
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir())
 TABLE_DIR = ROOT / "build" / "round_trip"
-LOOP_DEADLINE_S = 30
+LOOP_DEADLINE_S = 20
+EDITS = "calls-reference-edits-tests"
 
 
 def _strip_volatile(nb) -> dict:
@@ -44,16 +45,20 @@ def graded(request, tmp_path_factory):
     all_points = subs.points(solution, subs.is_test_cell)
     visible_points = all_points - subs.points(solution, subs.is_hidden_test_cell)
 
-    expected = {"solution": all_points, "untouched-student": 0.0, "edits-test-cells": 0.0,
-                "deletes-hidden-tests": visible_points}
+    # Each lesson costs one notebook run per submission, so the cheats share submissions:
+    # answers that call the forbidden reference also have their test cells replaced by `pass`.
+    # Restored tests and forbidden calls together leave exactly the visible points.
+    expected = {"solution": all_points, "untouched-student": 0.0, "deletes-hidden-tests": visible_points}
     subs.write(solution, root / "submitted" / "solution" / lesson / name)
     subs.write(student, root / "submitted" / "untouched-student" / lesson / name)
-    subs.write(subs.with_edited_tests(student), root / "submitted" / "edits-test-cells" / lesson / name)
     subs.write(subs.with_hidden_tests_deleted(solution), root / "submitted" / "deletes-hidden-tests" / lesson / name)
     if lesson in subs.FORBIDDEN_ANSWERS:
-        cheat = subs.with_forbidden_answers(student, subs.FORBIDDEN_ANSWERS[lesson])
-        subs.write(cheat, root / "submitted" / "calls-forbidden-reference" / lesson / name)
-        expected["calls-forbidden-reference"] = visible_points
+        cheat = subs.with_edited_tests(subs.with_forbidden_answers(student, subs.FORBIDDEN_ANSWERS[lesson]))
+        expected[EDITS] = visible_points
+    else:
+        cheat = subs.with_edited_tests(student)
+        expected[EDITS] = 0.0
+    subs.write(cheat, root / "submitted" / EDITS / lesson / name)
     results = ag.autograde(root, [lesson], deadline=600, students=sorted(expected))
 
     if lesson == LESSONS[0]:  # the runaway loop costs LOOP_DEADLINE_S; proving it once is enough
@@ -101,7 +106,7 @@ class RoundTrip:
 
 
     def test_edited_and_deleted_test_cells_are_reported(self, graded):
-        edited = graded["results"]["edits-test-cells"].flags
+        edited = graded["results"][EDITS].flags
         deleted = graded["results"]["deletes-hidden-tests"].flags
         assert edited, "editing test cells must be reported"
         assert all(f.startswith("edited test cell") for f in edited), edited
@@ -125,6 +130,24 @@ class RoundTrip:
         not_tests = [c.get("id") or c.source[:60] for c in failing if not subs.is_test_cell(c)]
         assert failing, "the untouched student notebook should fail its test cells"
         assert not_tests == [], f"cells other than test cells fail in the student version: {not_tests}"
+
+
+    def test_feedback_strips_hidden_tests_and_grades_export(self, graded):
+        root, lesson = graded["root"], graded["lesson"]
+        done = ag.nbgrader(root, "generate_feedback", lesson, "--force")
+        assert done.returncode == 0, f"generate_feedback failed:\n{done.stdout}\n{done.stderr}"
+        html = (root / "feedback" / "solution" / lesson / f"{lesson}.html").read_text()
+        solution = nbformat.read(root / "solutions" / lesson / f"{lesson}.ipynb", as_version=4)
+        hidden_lines = {line.strip() for c in solution.cells if subs.is_hidden_test_cell(c)
+                        for line in c.source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0].splitlines()
+                        if len(line.strip()) > 30}
+        assert "BEGIN HIDDEN TESTS" not in html
+        leaked = [line for line in hidden_lines if line in html]
+        assert leaked == [], f"feedback HTML shows hidden-test code: {leaked[:3]}"
+        done = ag.nbgrader(root, "export", "--to", str(root / "grades.csv"))
+        assert done.returncode == 0, done.stderr
+        rows = (root / "grades.csv").read_text().splitlines()
+        assert any(row.startswith(f"{lesson},") and ",solution," in row for row in rows), rows[:3]
 
 
 for _lesson in LESSONS:
