@@ -61,12 +61,16 @@ autograde: $(STAMP)
 	$(BIN)/python tools/autograde.py $(LESSONS)
 
 feedback: $(STAMP)
-	@for a in $(LESSONS); do $(BIN)/nbgrader generate_feedback $$a --force --log-level=WARN || exit 1; done
-	$(BIN)/nbgrader export --to grades.csv --log-level=WARN
+	@for a in $(LESSONS); do \
+		if compgen -G "autograded/*/$$a" > /dev/null; then \
+			$(BIN)/nbgrader generate_feedback $$a --force --log-level=ERROR || exit 1; \
+		fi; \
+	done
+	$(BIN)/nbgrader export --to grades.csv --log-level=ERROR
 	@echo "feedback/ written (hidden tests stripped); grades in grades.csv"
 
 bench: $(STAMP)
 	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf autograded feedback gradebook.db .pytest_cache
+	rm -rf autograded feedback gradebook.db grades.csv .pytest_cache build

@@ -126,6 +126,19 @@ def gradebook_scores(root: Path, lesson: str, student: str) -> tuple[float, floa
     return float(auto_score), float(auto_max)
 
 
+def _in_gradebook(root: Path, lesson: str) -> bool:
+    from nbgrader.api import Gradebook, MissingEntry
+
+    if not (root / "gradebook.db").exists():
+        return False
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        try:
+            gb.find_assignment(lesson)
+        except MissingEntry:
+            return False
+    return True
+
+
 def _forget(root: Path, lesson: str, student: str) -> None:
     """Drop what a failed run left behind, so feedback and exports never show partial grades."""
     from nbgrader.api import Gradebook, MissingEntry
@@ -148,7 +161,7 @@ def autograde(
     results = []
     for lesson in lessons:
         released = root / "notebooks" / lesson / f"{lesson}.ipynb"
-        if not (root / "gradebook.db").exists() or not released.exists():
+        if not released.exists() or not _in_gradebook(root, lesson):
             done = nbgrader(root, "generate_assignment", lesson, "--force")
             if done.returncode != 0:
                 raise RuntimeError(f"nbgrader generate_assignment {lesson} failed:\n{done.stdout}{done.stderr}")
