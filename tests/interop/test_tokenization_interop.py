@@ -2,8 +2,6 @@
 
 import io
 import json
-import os
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -28,16 +26,6 @@ TRICKY = [
     "numbers 1234567 and 3.14159", "tabs\tand\nnewlines\r\n\n\nend", "ÉCOLE café naïve",
     "emoji 😀👍🏽 and 中文字符", "???!!! ... --", "'s 't 're 've 'm 'll 'd", "",
 ]
-
-
-@pytest.fixture(scope="module")
-def shakespeare() -> str:
-    try:
-        from course_lib.data import load_text
-    except ImportError:
-        path = Path(os.environ.get("COURSE_DATA_DIR", "/work/shared/data")) / "tinyshakespeare.txt"
-        return path.read_text(encoding="utf-8")
-    return load_text("tinyshakespeare")
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,6 @@
 """Byte-level BPE: the building blocks, the merge rule, the incremental trainer, encoding,
 special tokens and the file format."""
 
-import os
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -17,17 +15,6 @@ from course_lib.tokenization import (
     pair_counts,
     train_merges,
 )
-
-
-@pytest.fixture(scope="module")
-def shakespeare() -> str:
-    try:
-        from course_lib.data import load_text
-    except ImportError:
-        path = Path(os.environ.get("COURSE_DATA_DIR", "/work/shared/data")) / "tinyshakespeare.txt"
-        return path.read_text(encoding="utf-8")
-    return load_text("tinyshakespeare")
-
 
 # Text without lone surrogates (they cannot be encoded as UTF-8).
 unicode_text = st.text(st.characters(exclude_categories=("Cs",)), max_size=80)
