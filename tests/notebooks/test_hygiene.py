@@ -1,0 +1,82 @@
+"""Static checks on every lesson: what nbval compares, and what the student version may contain.
+
+nbval itself runs in `make test` (`pytest solutions --nbval`); these checks make sure that run
+means something: every cell has stored outputs, most cells are compared, nothing leaks.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSONS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir())
+MAX_IGNORED_FRACTION = 0.34
+
+
+def _cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text())["cells"]
+
+
+def _source(cell: dict) -> str:
+    return "".join(cell["source"])
+
+
+def _nbgrader(cell: dict) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+@pytest.fixture(params=LESSONS)
+def lesson(request) -> str:
+    return request.param
+
+
+def test_every_solution_cell_was_executed_without_errors(lesson):
+    code = [c for c in _cells(ROOT / "solutions" / lesson / f"{lesson}.ipynb") if c["cell_type"] == "code"]
+    not_run = [i for i, c in enumerate(code) if c.get("execution_count") is None]
+    errors = [i for i, c in enumerate(code) if any(o.get("output_type") == "error" for o in c.get("outputs", []))]
+    assert not_run == [], f"code cells {not_run} have no stored outputs: run `make execute-solutions`"
+    assert errors == [], f"code cells {errors} stored an error"
+
+
+def test_most_cells_have_their_outputs_compared(lesson):
+    code = [c for c in _cells(ROOT / "solutions" / lesson / f"{lesson}.ipynb") if c["cell_type"] == "code"]
+    ignored = [c for c in code if "NBVAL_IGNORE_OUTPUT" in _source(c) or "NBVAL_SKIP" in _source(c)]
+    assert len(ignored) <= MAX_IGNORED_FRACTION * len(code), (
+        f"{len(ignored)} of {len(code)} code cells skip nbval's comparison; round printed values instead"
+    )
+
+
+def test_every_exercise_has_a_visible_and_a_hidden_test(lesson):
+    cells = _cells(ROOT / "solutions" / lesson / f"{lesson}.ipynb")
+    answers = [i for i, c in enumerate(cells) if _nbgrader(c).get("solution") and c["cell_type"] == "code"]
+    assert answers, "a lesson needs autograded exercises"
+    for i in answers:
+        following = []
+        for c in cells[i + 1:]:
+            if not (_nbgrader(c).get("grade") and not _nbgrader(c).get("solution")):
+                break
+            following.append(c)
+        hidden = [c for c in following if "### BEGIN HIDDEN TESTS" in _source(c)]
+        visible = [c for c in following if "### BEGIN HIDDEN TESTS" not in _source(c)]
+        grade_id = _nbgrader(cells[i])["grade_id"]
+        assert visible, f"answer {grade_id} has no visible test cell right after it"
+        assert hidden, f"answer {grade_id} has no hidden test cell right after it"
+        assert all("forbid(" in _source(c) for c in hidden), f"the hidden tests of {grade_id} do not forbid a shortcut"
+
+
+def test_each_lesson_has_a_written_answer(lesson):
+    cells = _cells(ROOT / "solutions" / lesson / f"{lesson}.ipynb")
+    written = [c for c in cells if c["cell_type"] == "markdown" and _nbgrader(c).get("grade") and _nbgrader(c).get("solution")]
+    assert written, "each lesson has at least one written answer graded by hand"
+
+
+def test_student_version_leaks_nothing_and_has_no_outputs(lesson):
+    cells = _cells(ROOT / "notebooks" / lesson / f"{lesson}.ipynb")
+    text = "".join(_source(c) for c in cells)
+    assert "### BEGIN SOLUTION" not in text
+    assert "### BEGIN HIDDEN TESTS" not in text
+    with_outputs = [i for i, c in enumerate(cells) if c.get("outputs")]
+    assert with_outputs == [], f"cells {with_outputs} of the student version have outputs: run `make release`"
