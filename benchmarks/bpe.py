@@ -29,6 +29,7 @@ from course_lib.tokenization import (  # noqa: E402
     naive_train_merges,
     train_merges,
 )
+from course_lib.tokenization.peers import train_hf_bpe  # noqa: E402
 
 
 def load_corpus() -> str:
@@ -47,20 +48,6 @@ def best_time(fn, repeat: int):
         result = fn()
         best = min(best, time.perf_counter() - t0)
     return best, result
-
-
-def hf_trainer(text: str, vocab_size: int):
-    from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(GPT4_SPLIT_PATTERN), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator([text], trainer)
-    return tok
 
 
 def main() -> None:
@@ -90,14 +77,14 @@ def main() -> None:
     # 2. ours vs tokenizers' BpeTrainer.
     ours_tok = None
     for vocab_size in (512, 4096):
-        t_hf, _ = best_time(lambda v=vocab_size: hf_trainer(text, v), args.repeat)
+        t_hf, _ = best_time(lambda v=vocab_size: train_hf_bpe(text, v), args.repeat)
         t_ours, ours_tok = best_time(
             lambda v=vocab_size: BPETokenizer(GPT4_SPLIT_PATTERN).train(text, v), args.repeat)
         rows.append((f"train {vocab_size} vocab ({n_mb:.2f} MB)", "tokenizers BpeTrainer",
                      t_ours, t_hf, t_hf / t_ours, "within 5x (ratio >= 0.2)", ""))
 
     # 3. encoding throughput (vocab 4096), cold cache, whole corpus as one string.
-    hf_tok = hf_trainer(text, 4096)
+    hf_tok = train_hf_bpe(text, 4096)
 
     def encode_ours():
         ours_tok.clear_cache()

@@ -20,6 +20,98 @@ FORBIDDEN_ANSWERS: dict[str, dict[str, str]] = {
                 return torch.nn.functional.cross_entropy(logits, targets)
         """,
     },
+    "01_tokenization": {
+        "get_stats_answer": """
+            from course_lib.tokenization import pair_counts
+            def get_stats(ids, counts=None):
+                return pair_counts(ids, counts)
+        """,
+        "merge_answer": """
+            from course_lib.tokenization import merge_pair
+            def merge(ids, pair, idx):
+                return merge_pair(ids, pair, idx)
+        """,
+        "train_bpe_answer": """
+            def train_bpe(text, vocab_size, pattern=GPT4_SPLIT_PATTERN):
+                return naive_train_merges(text, vocab_size, pattern)
+        """,
+        "bpe_encode_answer": """
+            def bpe_encode(text, merges, pattern=GPT4_SPLIT_PATTERN):
+                tok = BPETokenizer(pattern)
+                tok.merges = dict(merges)
+                tok._merges_changed()
+                return tok.encode(text)
+        """,
+        "wordpiece_answer": """
+            def best_wordpiece_pair(splits):
+                words = {s[0] + "".join(p[2:] for p in s[1:]): n for s, n in splits.items()}
+                scores = wordpiece_pair_scores(words)
+                best = max(scores, key=scores.get)
+                return best, scores[best]
+        """,
+        "viterbi_answer": """
+            def viterbi(word, log_probs):
+                return UnigramTokenizer(log_probs).viterbi(word)
+        """,
+        "fertility_answer": """
+            def tokens_per_word(encode, text):
+                return fertility(encode, text)
+        """,
+    },
+    "02_embeddings": {
+        "one_hot_answer": """
+            def one_hot_embed(ids, E):
+                return ref.one_hot_embed(ids, E)
+        """,
+        "token_position_answer": """
+            from course_lib.embeddings import TokenAndPositionEmbedding
+            class TokenPositionEmbedding(TokenAndPositionEmbedding):
+                pass
+        """,
+        "sinusoidal_answer": """
+            def sinusoidal_pe(seq_len, d_model, base=10000.0):
+                return ref.sinusoidal_positional_encoding(seq_len, d_model, base)
+        """,
+        "cosine_answer": """
+            def cosine_similarity(a, b, dim=-1, eps=1e-8):
+                return ref.cosine_similarity(a, b, dim=dim, eps=eps)
+        """,
+    },
+    "03_attention": {
+        "scores_answer": """
+            def attention_scores(q, k):
+                # the reference's weights against the keys plus one key of score 0 give back the scores
+                keys = torch.cat([k.double(), torch.zeros_like(k[..., :1, :]).double()], dim=-2)
+                _, w = ref.scaled_dot_product_attention(q.double(), keys, keys)
+                return (w[..., :-1] / w[..., -1:]).log().to(q.dtype)
+        """,
+        "mask_answer": """
+            def apply_mask(scores, mask):
+                # scores as queries against identity keys (scale 1), plus one key of score 0
+                Tk = scores.shape[-1]
+                keys = torch.cat([torch.eye(Tk), torch.zeros(1, Tk)]).double()
+                extra = torch.ones(*mask.shape[:-1], 1, dtype=mask.dtype)
+                if mask.dtype != torch.bool:
+                    extra = torch.zeros_like(extra)
+                _, w = ref.scaled_dot_product_attention(scores.double(), keys, keys, torch.cat([mask, extra], dim=-1), scale=1.0)
+                return (w[..., :-1] / w[..., -1:]).log().to(scores.dtype)
+        """,
+        "softmax_answer": """
+            def stable_softmax(x, dim=-1):
+                return ref.stable_softmax(x, dim=dim)
+        """,
+        "attention_answer": """
+            def attention(q, k, v, mask=None):
+                return ref.scaled_dot_product_attention(q, k, v, mask)
+        """,
+        "heads_answer": """
+            def split_heads(x, n_heads):
+                return ref.split_heads(x, n_heads)
+
+            def merge_heads(x):
+                return ref.merge_heads(x)
+        """,
+    },
 }
 
 NEVER_FINISHES = textwrap.dedent("""

@@ -16,6 +16,7 @@ from course_lib.tokenization import (
     fertility,
     train_wordpiece_vocab,
 )
+from course_lib.tokenization.peers import hf_wordpiece, train_hf_bpe
 
 tiktoken = pytest.importorskip("tiktoken")
 tokenizers = pytest.importorskip("tokenizers")
@@ -64,24 +65,10 @@ def _byte_level_decoder() -> dict[str, int]:
     return {chr(c): b for b, c in zip(bs, cs, strict=True)}
 
 
-def hf_bpe(text: str, vocab_size: int):
-    from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(GPT4_SPLIT_PATTERN), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator([text], trainer)
-    return tok
-
-
 def test_bpe_learns_the_same_merges_as_tokenizers(split):
     train, held_out = split
     ours = BPETokenizer(GPT4_SPLIT_PATTERN).train(train, 512)
-    hf = hf_bpe(train, 512)
+    hf = train_hf_bpe(train, 512)
     to_byte = _byte_level_decoder()
     hf_merges = []
     for merge in json.loads(hf.to_str())["model"]["merges"]:
@@ -99,14 +86,10 @@ def test_bpe_learns_the_same_merges_as_tokenizers(split):
 # --- WordPiece against tokenizers' WordPiece model ----------------------------------------------------
 @pytest.fixture(scope="module")
 def wordpiece_pair(shakespeare):
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
     vocab = train_wordpiece_vocab(shakespeare[:200_000], 800)
     vocab += [t for t in ["中", "##文", "é", "##é", "😀"] if t not in vocab]
     ours = WordPieceTokenizer(vocab, max_input_chars_per_word=20)
-    hf = Tokenizer(models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token="[UNK]",
-                                    max_input_chars_per_word=20))
-    hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    hf = hf_wordpiece({t: i for i, t in enumerate(vocab)}, max_input_chars_per_word=20)
     return ours, hf
 
 
@@ -181,7 +164,7 @@ def test_token_pieces_for_tiktoken_and_tokenizers(split):
     ours = BPETokenizer(GPT4_SPLIT_PATTERN).train(train[:50_000], 300)
     enc = tiktoken.Encoding("course-300", pat_str=GPT4_SPLIT_PATTERN, special_tokens={},
                             mergeable_ranks={t: i for i, t in ours.vocab.items()})
-    hf = hf_bpe(train[:50_000], 300)
+    hf = train_hf_bpe(train[:50_000], 300)
     text = "Good morrow, cousin!"
     for tok in (ours, enc, hf):
         pieces = token_pieces(tok, text)
