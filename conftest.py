@@ -1,4 +1,8 @@
-"""Root pytest configuration (applies to nbval runs on solutions/ as well as to tests/)."""
+"""Root pytest configuration (applies to nbval runs on solutions/ as well as to tests/).
+
+The round-trip table hooks live here because, under pytest-xdist, only the controller prints
+the summary and it never loads conftest files below the command-line paths.
+"""
 
 from __future__ import annotations
 
@@ -10,3 +14,23 @@ from pathlib import Path
 SHARED_DATA = Path(__file__).resolve().parent.parent / "shared" / "data"
 if "COURSE_DATA_DIR" not in os.environ and SHARED_DATA.is_dir():
     os.environ["COURSE_DATA_DIR"] = str(SHARED_DATA)
+
+ROUND_TRIP_TABLES = Path(__file__).resolve().parent / "build" / "round_trip"  # written by tests/grading
+
+
+def pytest_sessionstart(session):
+    if not hasattr(session.config, "workerinput"):  # controller (or a run without xdist)
+        for old in ROUND_TRIP_TABLES.glob("*.tsv"):
+            old.unlink()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    rows = [line.split("\t") for f in sorted(ROUND_TRIP_TABLES.glob("*.tsv")) for line in f.read_text().splitlines()]
+    if not rows:
+        return
+    tr = terminalreporter
+    tr.section("grading round trip (autograded points, read from the gradebook)")
+    tr.write_line(f"{'lesson':<20} {'submission':<28} {'expected':>8} {'got':>6}  {'match':<5} {'status':<15} {'time':>6}  notes")
+    for lesson, student, expected, got, status, seconds, notes in rows:
+        match = "yes" if float(expected) == float(got) else "NO"
+        tr.write_line(f"{lesson:<20} {student:<28} {expected:>8} {got:>6}  {match:<5} {status:<15} {seconds:>5}s  {notes}")
