@@ -16,13 +16,13 @@ Times are the best of ``--repeat`` runs (the naive trainer runs once).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from course_lib.data import load_text  # noqa: E402
 from course_lib.tokenization import (  # noqa: E402
     GPT4_SPLIT_PATTERN,
     BPETokenizer,
@@ -30,15 +30,6 @@ from course_lib.tokenization import (  # noqa: E402
     train_merges,
 )
 from course_lib.tokenization.peers import train_hf_bpe  # noqa: E402
-
-
-def load_corpus() -> str:
-    try:
-        from course_lib.data import load_text
-    except ImportError:
-        path = Path(os.environ.get("COURSE_DATA_DIR", "data")) / "tinyshakespeare.txt"
-        return path.read_text(encoding="utf-8")
-    return load_text("tinyshakespeare")
 
 
 def best_time(fn, repeat: int):
@@ -57,7 +48,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    text = load_corpus()
+    text = load_text("tinyshakespeare")
     n_mb = len(text.encode("utf-8")) / 1e6
     rows = []
 
