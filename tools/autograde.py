@@ -56,14 +56,17 @@ def integrity_flags(released: Path, submitted: Path, source: Path | None = None)
     except Exception as error:  # an unreadable notebook is reported, not fatal to the batch
         return [f"unreadable notebook ({type(error).__name__}: {error})"]
     originals = _nbgrader_cells(source) if source is not None and source.exists() else {}
-    flags = []
+    deleted: dict[str, list[str]] = {"test": [], "answer": []}
+    edited = []
     for grade_id, cell in _nbgrader_cells(released).items():
         meta = cell.metadata["nbgrader"]
         if grade_id not in theirs:
-            what = "test cell" if meta.get("grade") and not meta.get("solution") else "answer cell"
-            flags.append(f"deleted {what} {grade_id} (scores 0, needs manual review)")
+            deleted["test" if meta.get("grade") and not meta.get("solution") else "answer"].append(grade_id)
         elif meta.get("locked") and theirs[grade_id].source not in (cell.source, getattr(originals.get(grade_id), "source", None)):
-            flags.append(f"edited test cell {grade_id} (restored from the release before grading)")
+            edited.append(grade_id)
+    flags = [f"deleted {kind} cell(s) {', '.join(ids)} (they score 0; review by hand)" for kind, ids in deleted.items() if ids]
+    if edited:
+        flags.append(f"edited test cell(s) {', '.join(edited)} (restored from the release before grading)")
     return flags
 
 

@@ -1,0 +1,74 @@
+"""tools/autograde.py: integrity checks and the hard kill, without running nbgrader."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import psutil
+
+from tools import autograde as ag
+from tools import nbtools as nbt
+
+HIDDEN = "assert f(1) == 2\n### BEGIN HIDDEN TESTS\nassert f(2) == 3\n### END HIDDEN TESTS"
+
+
+def _release(path, hidden_source="assert f(1) == 2"):
+    return nbt.write_notebook(path, [
+        nbt.code("x = 1"),
+        nbt.answer("f_answer", "def f(x):\n    ### BEGIN SOLUTION\n    return x + 1\n    ### END SOLUTION"),
+        nbt.tests("f_visible", 1, "assert f(0) == 1"),
+        nbt.tests("f_hidden", 1, hidden_source),
+    ])
+
+
+def test_untouched_submission_has_no_flags(tmp_path):
+    released = _release(tmp_path / "release.ipynb")
+    assert ag.integrity_flags(released, released) == []
+
+
+def test_solution_with_hidden_tests_is_not_an_edit(tmp_path):
+    released = _release(tmp_path / "release.ipynb")
+    source = _release(tmp_path / "source.ipynb", HIDDEN)
+    assert ag.integrity_flags(released, source, source) == []
+
+
+def test_deleted_and_edited_cells_are_named(tmp_path):
+    released = _release(tmp_path / "release.ipynb")
+    submitted = nbt.write_notebook(tmp_path / "submitted.ipynb", [
+        nbt.answer("f_answer", "def f(x):\n    ### BEGIN SOLUTION\n    return x + 1\n    ### END SOLUTION"),
+        nbt.tests("f_visible", 1, "pass"),
+    ])
+    flags = ag.integrity_flags(released, submitted)
+    assert flags == [
+        "deleted test cell(s) f_hidden (they score 0; review by hand)",
+        "edited test cell(s) f_visible (restored from the release before grading)",
+    ]
+
+
+def test_unreadable_notebook_is_reported_not_raised(tmp_path):
+    released = _release(tmp_path / "release.ipynb")
+    broken = tmp_path / "broken.ipynb"
+    broken.write_text("{ not json")
+    (flag,) = ag.integrity_flags(released, broken)
+    assert flag.startswith("unreadable notebook")
+
+
+def test_kill_tree_reaches_children_in_their_own_session():
+    """Kernels run in a session of their own; killing nbgrader's group alone would miss them."""
+    script = (
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True)\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    child_pid = int(parent.stdout.readline())
+    ag._kill_tree(parent)
+    parent.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while psutil.pid_exists(child_pid) and psutil.Process(child_pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the grandchild in its own session survived"
+        time.sleep(0.05)
+    assert parent.returncode is not None
