@@ -1,25 +1,31 @@
-"""Tokenizers from the `tokenizers` library, set up like ours, for side-by-side comparisons.
+"""Tokenizers from real libraries (`tokenizers`, `sentencepiece`), set up like ours, for comparisons.
 
-Used by the lesson's comparison table, the parity tests and `benchmarks/bpe.py`. `tokenizers`
-is a test/course extra, not a core dependency, so it is imported on first use.
+Used by the lesson's comparison table, the parity tests and `benchmarks/bpe.py`. Both
+libraries are test extras (installed by `make lab` and `make test`), not core dependencies,
+so they are imported on first use.
 """
 
 from __future__ import annotations
 
+import importlib
+import io
+
 from course_lib.tokenization.bpe import GPT4_SPLIT_PATTERN
 
-__all__ = ["train_hf_bpe", "hf_wordpiece"]
+__all__ = ["SentencePieceUnigram", "hf_wordpiece", "train_hf_bpe"]
+
+
+def _import(name: str):
+    try:
+        return importlib.import_module(name)
+    except ImportError as error:
+        raise ImportError(
+            f"this comparison needs the `{name}` library: pip install {name} (make lab and make test install it)"
+        ) from error
 
 
 def _tokenizers():
-    try:
-        import tokenizers
-    except ImportError as error:
-        raise ImportError(
-            "this comparison needs the `tokenizers` library: pip install tokenizers "
-            "(make lab and make test install it)"
-        ) from error
-    return tokenizers
+    return _import("tokenizers")
 
 
 def train_hf_bpe(text: str, vocab_size: int, pattern: str = GPT4_SPLIT_PATTERN):
@@ -49,3 +55,28 @@ def hf_wordpiece(vocab: dict[str, int], unk_token: str = "[UNK]", prefix: str = 
     ))
     tok.pre_tokenizer = tk.pre_tokenizers.BertPreTokenizer()
     return tok
+
+
+class SentencePieceUnigram:
+    """`sentencepiece`'s Unigram model trained in memory on `text`, one line per sentence.
+
+    No normalisation and full character coverage, to compare like with like with
+    `UnigramTokenizer`. `encode` works line by line, as sentencepiece expects sentences.
+    """
+
+    def __init__(self, text: str, vocab_size: int):
+        spm = _import("sentencepiece")
+        model = io.BytesIO()
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(text.splitlines()), model_writer=model, vocab_size=vocab_size,
+            model_type="unigram", character_coverage=1.0, normalization_rule_name="identity",
+            num_threads=1, minloglevel=2,
+        )
+        self.processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
+        self.vocab_size = self.processor.get_piece_size()
+
+    def encode(self, text: str) -> list[int]:
+        return [i for line in text.splitlines() for i in self.processor.encode(line)]
+
+    def pieces(self) -> set[str]:
+        return {self.processor.id_to_piece(i) for i in range(self.vocab_size)}

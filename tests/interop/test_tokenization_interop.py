@@ -1,6 +1,5 @@
 """Our tokenizers against the real libraries: tiktoken, tokenizers and sentencepiece."""
 
-import io
 import json
 
 import pytest
@@ -16,7 +15,7 @@ from course_lib.tokenization import (
     fertility,
     train_wordpiece_vocab,
 )
-from course_lib.tokenization.peers import hf_wordpiece, train_hf_bpe
+from course_lib.tokenization.peers import SentencePieceUnigram, hf_wordpiece, train_hf_bpe
 
 tiktoken = pytest.importorskip("tiktoken")
 tokenizers = pytest.importorskip("tokenizers")
@@ -133,19 +132,10 @@ def test_unigram_is_competitive_with_sentencepiece(shakespeare):
     train, held_out = shakespeare[:200_000], shakespeare[1_000_000:1_100_000]
     vocab_size = 1000
     ours = UnigramTokenizer().train(train, vocab_size)
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(train.splitlines()), model_writer=model, vocab_size=vocab_size,
-        model_type="unigram", character_coverage=1.0, normalization_rule_name="identity",
-        num_threads=1, minloglevel=2,
-    )
-    sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
-
-    def sp_encode(text):  # sentencepiece works on sentences: one line at a time
-        return [i for line in text.splitlines() for i in sp.encode(line)]
-
-    f_ours, f_sp = fertility(ours, held_out), fertility(sp_encode, held_out)
-    c_ours, c_sp = compression_ratio(ours, held_out), compression_ratio(sp_encode, held_out)
+    sp = SentencePieceUnigram(train, vocab_size)
+    assert sp.vocab_size == vocab_size
+    f_ours, f_sp = fertility(ours, held_out), fertility(sp, held_out)
+    c_ours, c_sp = compression_ratio(ours, held_out), compression_ratio(sp, held_out)
     print(f"\nunigram vocab {vocab_size}: fertility ours {f_ours:.3f} vs sentencepiece {f_sp:.3f}; "
           f"bytes/token ours {c_ours:.3f} vs sentencepiece {c_sp:.3f}")
     assert 0.8 <= f_ours / f_sp <= 1.2, f"fertility ours {f_ours:.3f}, sentencepiece {f_sp:.3f}"
@@ -153,7 +143,7 @@ def test_unigram_is_competitive_with_sentencepiece(shakespeare):
     # Both should find the same frequent whole words.
     common = {"▁the", "▁and", "▁to", "▁of", "▁my"}
     assert common <= set(ours.log_probs)
-    assert common <= {sp.id_to_piece(i) for i in range(sp.get_piece_size())}
+    assert common <= sp.pieces()
 
 
 # --- the playground shows the real libraries' tokens too -------------------------------------------
