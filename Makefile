@@ -4,10 +4,12 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-KERNEL_STAMP := $(VENV)/.kernel
 LESSONS := $(notdir $(wildcard solutions/[0-9]*))
 PORT ?= 8888
 JOBS ?= 2
+# Optional extra index for torch, e.g. TORCH_INDEX=https://download.pytorch.org/whl/cpu on a
+# CPU-only Linux machine (PyPI's torch wheel for Linux bundles CUDA, several GB).
+TORCH_INDEX ?=
 # nbgrader runs `alembic` from PATH when it creates a gradebook, so the venv must be on PATH.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
@@ -24,16 +26,14 @@ help:
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[course,test]"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt \
+		$(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -e ".[course,test]"
+	$(BIN)/python -m ipykernel install --sys-prefix --name llm-course --display-name "LLM internals (.venv)"
 	@touch $(STAMP)
 
 setup: $(STAMP)
 
-$(KERNEL_STAMP): $(STAMP)
-	$(BIN)/python -m ipykernel install --user --name llm-course --display-name "LLM internals (.venv)"
-	@touch $(KERNEL_STAMP)
-
-lab: $(STAMP) $(KERNEL_STAMP)
+lab: $(STAMP)
 	@echo "JupyterLab will print its URL below (open the one with /lab?token=...). Ctrl-C stops it."
 	$(BIN)/jupyter lab --no-browser --allow-root --ip=127.0.0.1 --port=$(PORT) \
 		--ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks

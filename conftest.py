@@ -14,6 +14,8 @@ from pathlib import Path
 SHARED_DATA = Path(__file__).resolve().parent.parent / "shared" / "data"
 if "COURSE_DATA_DIR" not in os.environ and SHARED_DATA.is_dir():
     os.environ["COURSE_DATA_DIR"] = str(SHARED_DATA)
+if os.environ.get("COURSE_DATA_DIR"):  # kernels start in the notebook's folder: make it absolute
+    os.environ["COURSE_DATA_DIR"] = str(Path(os.environ["COURSE_DATA_DIR"]).resolve())
 
 ROUND_TRIP_TABLES = Path(__file__).resolve().parent / "build" / "round_trip"  # written by tests/grading
 

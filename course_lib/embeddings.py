@@ -80,9 +80,9 @@ def sinusoidal_positional_encoding(
     Because sin/cos of p*w and (p+k)*w are related by a rotation that depends only on k,
     PE[p] . PE[p+k] = sum_i cos(k * w_i) depends only on the offset k, not on p.
 
-    An odd d_model is allowed: the table is the first d_model columns of the table for
-    d_model + 1, i.e. the last column is a sine and the formula above still holds with
-    d = d_model for every column that exists.
+    An odd d_model is allowed: the formula above is applied with d = d_model to every column
+    that exists, so the last column is a sine. (This is not the first d_model columns of the
+    d_model + 1 table, whose frequencies use d = d_model + 1.)
 
     The angles are computed in float64 and then cast to `dtype`, so large positions keep
     their accuracy even when the result is float32.

@@ -17,10 +17,19 @@ import importlib
 import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from types import (
+    BuiltinFunctionType,
+    CodeType,
+    FunctionType,
+    MethodDescriptorType,
+    WrapperDescriptorType,
+)
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 
 class ForbiddenCallError(RuntimeError):
@@ -69,58 +78,158 @@ def _public_name(bindings: list[tuple[Any, str]]) -> str | None:
     return min(names, key=len) if names else None
 
 
-def _raiser(name: str, hint: str | None) -> Callable:
+def _message(name: str, hint: str | None) -> str:
+    message = (
+        f"{name} is off-limits in this exercise: the point is to implement it yourself. "
+        f"Rewrite your answer without calling it."
+    )
+    return message + (f" Hint: {hint}" if hint else "")
+
+
+def _raiser(message: str, name: str) -> Callable:
     def forbidden(*args, **kwargs):
-        message = (
-            f"{name} is off-limits in this exercise: the point is to implement it yourself. "
-            f"Rewrite your answer without calling it."
-        )
-        if hint:
-            message += f" Hint: {hint}"
         raise ForbiddenCallError(message)
 
     forbidden.__name__ = f"forbidden_{name.rsplit('.', 1)[-1]}"
     return forbidden
 
 
+def _raising_code(message: str, function: FunctionType) -> CodeType:
+    """A code object that raises `message`, for a function's `__code__`.
+
+    It runs with the *target's* globals, so it reaches the exception through `__import__`.
+    """
+    namespace: dict[str, Any] = {}
+    exec(  # noqa: S102 (a fixed template; the message is a repr'd constant)
+        "def forbidden(*args, **kwargs):\n"
+        f"    raise __import__('course_lib.grading', fromlist=['_']).ForbiddenCallError({message!r})\n",
+        namespace,
+    )
+    return namespace["forbidden"].__code__.replace(co_name=function.__code__.co_name)
+
+
+class _ForbidTorchFunctions(TorchFunctionMode):
+    """Sees every call of a torch function or Tensor method, however the learner reached it."""
+
+    def __init__(self, messages: dict[int, str]):
+        super().__init__()
+        self.messages = messages
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if id(func) in self.messages:
+            raise ForbiddenCallError(self.messages[id(func)])
+        return func(*args, **(kwargs or {}))
+
+
+class _ForbidAtenOps(TorchDispatchMode):
+    """Sees the ATen operators every torch-level route ends in (torch.ops.aten.*, private aliases)."""
+
+    def __init__(self, messages: dict[Any, str]):
+        super().__init__()
+        self.messages = messages
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket in self.messages:
+            raise ForbiddenCallError(self.messages[func.overloadpacket])
+        return func(*args, **(kwargs or {}))
+
+
+def _is_torch_callable(obj: Any) -> bool:
+    module = getattr(obj, "__module__", None) or getattr(getattr(obj, "__objclass__", None), "__module__", "") or ""
+    return module.startswith("torch") or isinstance(obj, (BuiltinFunctionType, MethodDescriptorType, WrapperDescriptorType))
+
+
 @contextmanager
 def forbid(*targets: str | Callable, hint: str | None = None) -> Iterator[None]:
     """Make each target raise `ForbiddenCallError` inside the `with` block.
 
-    A target is a callable (every module-level name bound to it is patched, including names a
-    learner imported into the notebook under an alias) or a dotted name such as
-    `"torch.Tensor.softmax"` (patched on the class, so `x.softmax()` raises too). Everything is
-    restored on exit, even when the block raises.
+    A target is a callable or a dotted name such as `"torch.Tensor.softmax"`. Each is blocked
+    by every route a learner could take to it:
+
+    - Python functions (`course_lib` references, `torch.nn.functional.softmax`) get a raising
+      `__code__`, so aliases, default arguments and closures that captured them raise too;
+    - every module-level name bound to the target is patched (including notebook aliases), and
+      a dotted name is patched on its class, so `x.softmax()` raises;
+    - torch functions and Tensor methods are also refused by a `TorchFunctionMode`;
+    - ATen operators given as `torch.ops.aten.<op>` are refused by a `TorchDispatchMode`, which
+      catches private aliases such as `torch._softmax` and `torch.ops.aten._softmax`.
+
+    Everything is restored on exit, even when the block raises.
     """
     patches: list[tuple[Any, str, Any, bool]] = []  # (namespace, attr, original, had_own_attr)
-    try:
-        for target in targets:
-            name, obj = _resolve(target)
-            bindings = [
-                (module, attr)
-                for module in list(sys.modules.values())
-                if isinstance(getattr(module, "__dict__", None), dict)
-                for attr, value in list(vars(module).items())
-                if value is obj
-            ]
-            if not isinstance(target, str):
-                name = _public_name(bindings) or name
-            replacement = _raiser(name, hint)
-            owner = _owner_of_dotted(target) if isinstance(target, str) else None
-            if owner is not None:
-                cls, attr = owner
-                patches.append((cls, attr, cls.__dict__.get(attr), attr in cls.__dict__))
-                setattr(cls, attr, replacement)
-            for module, attr in bindings:
-                patches.append((module, attr, obj, True))
-                setattr(module, attr, replacement)
-        yield
-    finally:
-        for namespace, attr, original, had_own_attr in reversed(patches):
-            if had_own_attr:
-                setattr(namespace, attr, original)
-            else:
-                delattr(namespace, attr)
+    swapped_code: list[tuple[FunctionType, CodeType]] = []
+    torch_messages: dict[int, str] = {}
+    aten_messages: dict[Any, str] = {}
+    keep_alive = []  # ids in torch_messages stay valid while the originals are referenced
+    with ExitStack() as modes:
+        try:
+            for target in targets:
+                name, obj = _resolve(target)
+                if isinstance(obj, torch._ops.OpOverloadPacket):
+                    aten_messages[obj] = _message(f"torch.ops.aten.{obj.__name__}", hint)
+                    continue
+                bindings = [
+                    (module, attr)
+                    for module in list(sys.modules.values())
+                    if isinstance(getattr(module, "__dict__", None), dict)
+                    for attr, value in list(vars(module).items())
+                    if value is obj
+                ]
+                if not isinstance(target, str):
+                    name = _public_name(bindings) or name
+                message = _message(name, hint)
+                replacement = _raiser(message, name)
+                owner = _owner_of_dotted(target) if isinstance(target, str) else None
+                if owner is not None:
+                    cls, attr = owner
+                    patches.append((cls, attr, cls.__dict__.get(attr), attr in cls.__dict__))
+                    setattr(cls, attr, replacement)
+                for module, attr in bindings:
+                    patches.append((module, attr, obj, True))
+                    setattr(module, attr, replacement)
+                if isinstance(obj, FunctionType) and not obj.__code__.co_freevars:
+                    swapped_code.append((obj, obj.__code__))
+                    obj.__code__ = _raising_code(message, obj)
+                if _is_torch_callable(obj):
+                    torch_messages[id(obj)] = message
+                    keep_alive.append(obj)
+            if torch_messages:
+                modes.enter_context(_ForbidTorchFunctions(torch_messages))
+            if aten_messages:
+                modes.enter_context(_ForbidAtenOps(aten_messages))
+            yield
+        finally:
+            for function, original_code in reversed(swapped_code):
+                function.__code__ = original_code
+            for namespace, attr, original, had_own_attr in reversed(patches):
+                if had_own_attr:
+                    setattr(namespace, attr, original)
+                else:
+                    delattr(namespace, attr)
+
+
+def aten_ops(*names: str) -> tuple:
+    """The ATen operators of these names that this PyTorch build has (they vary across versions)."""
+    return tuple(getattr(torch.ops.aten, name) for name in names if hasattr(torch.ops.aten, name))
+
+
+#: Every route to a softmax, for exercises that ask for one (pass to `forbid`).
+SOFTMAX_SHORTCUTS = (
+    torch.softmax, torch.nn.functional.softmax, torch.special.softmax, "torch.Tensor.softmax",
+    torch.log_softmax, torch.nn.functional.log_softmax, torch.special.log_softmax, "torch.Tensor.log_softmax",
+    *aten_ops("_softmax", "_log_softmax", "_safe_softmax"),
+)
+
+#: PyTorch's own attention, for exercises that build attention (pass to `forbid`).
+ATTENTION_SHORTCUTS = (
+    torch.nn.functional.scaled_dot_product_attention, torch.nn.functional.multi_head_attention_forward,
+    "torch.nn.MultiheadAttention.forward",
+    *aten_ops(
+        "_scaled_dot_product_attention_math", "_scaled_dot_product_flash_attention_for_cpu",
+        "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_fused_attention_overrideable",
+    ),
+)
 
 
 def _describe(x: Any) -> str:

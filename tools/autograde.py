@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -45,6 +46,14 @@ def _nbgrader_cells(path: Path) -> dict[str, nbformat.NotebookNode]:
     return {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells if "grade_id" in c.metadata.get("nbgrader", {})}
 
 
+# Answers have no business touching the grading machinery; such a cell is flagged for review.
+TAMPERING = re.compile(
+    r"course_lib\.grading|\bforbid\b|\bassert_(?:tensor_close|shape|sequence_equal)\b|__code__|"
+    r"TorchFunctionMode|TorchDispatchMode|DisableTorchFunction|_python_dispatch|sys\.modules|"
+    r"__builtins__|\bbuiltins\b|__import__|importlib"
+)
+
+
 def integrity_flags(released: Path, submitted: Path, source: Path | None = None) -> list[str]:
     """Graded cells that a submission deleted or whose locked source it edited.
 
@@ -65,6 +74,12 @@ def integrity_flags(released: Path, submitted: Path, source: Path | None = None)
         elif meta.get("locked") and theirs[grade_id].source not in (cell.source, getattr(originals.get(grade_id), "source", None)):
             edited.append(grade_id)
     flags = [f"deleted {kind} cell(s) {', '.join(ids)} (they score 0; review by hand)" for kind, ids in deleted.items() if ids]
+    tampering = [
+        grade_id for grade_id, cell in theirs.items()
+        if cell.metadata["nbgrader"].get("solution") and cell.cell_type == "code" and TAMPERING.search(cell.source)
+    ]
+    if tampering:
+        flags.append(f"answer cell(s) {', '.join(tampering)} touch the grading machinery (review by hand)")
     if edited:
         flags.append(f"edited test cell(s) {', '.join(edited)} (restored from the release before grading)")
     return flags
@@ -106,7 +121,8 @@ def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_t
     process = subprocess.Popen(args, cwd=root, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         log, _ = process.communicate(timeout=deadline)
-        status = "graded" if "There was an error processing" not in log else "autograde error"
+        failed = process.returncode != 0 or "There was an error processing" in log
+        status = "autograde error" if failed else "graded"
     except subprocess.TimeoutExpired:
         _kill_tree(process)
         log, _ = process.communicate()

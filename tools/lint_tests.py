@@ -3,10 +3,11 @@
     python tools/lint_tests.py tests [solutions]
 
 Flags, in test modules (test_*.py) and in the graded test cells of solution notebooks:
-- a statement that computes a value and drops it (`x == y` without `assert`): it asserts nothing;
+- a statement that computes a value and drops it (`x == y` or `torch.allclose(a, b)` without
+  `assert`): it asserts nothing;
 - a test function, or a graded test cell, with no assertion at all: no `assert`, no
-  `pytest.raises`/`warns`, and no call to a helper that asserts (a function of the same module
-  whose body asserts, or any function named `assert_*`/`check_*`).
+  `raise AssertionError`, `pytest.raises`/`warns`/`fail`, and no call to a helper that asserts
+  (a function of the same module whose body asserts, or any function named `assert_*`/`check_*`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import sys
 from pathlib import Path
 
 DROPPED = (ast.Compare, ast.BoolOp, ast.Name, ast.Attribute, ast.Subscript, ast.UnaryOp, ast.BinOp, ast.Tuple, ast.List)
+# Calls that return a verdict instead of raising: as a bare statement they check nothing.
+VERDICTS = {"allclose", "equal", "isclose", "array_equal", "allequal", "approx", "all", "any", "isfinite", "isnan", "issubset"}
 
 
 def _call_name(call: ast.Call) -> str:
@@ -30,7 +33,7 @@ def _asserts(node: ast.AST, asserting_helpers: set[str]) -> bool:
     for child in ast.walk(node):
         if isinstance(child, ast.Assert):
             return True
-        if isinstance(child, ast.Raise):
+        if isinstance(child, ast.Raise) and child.exc is not None and "AssertionError" in ast.unparse(child.exc):
             return True
         if isinstance(child, ast.Call):
             name = _call_name(child)
@@ -45,6 +48,8 @@ def dropped_values(tree: ast.AST) -> list[int]:
         if isinstance(node, ast.Expr) and isinstance(node.value, DROPPED):
             lines.append(node.lineno)
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and not isinstance(node.value.value, str):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and _call_name(node.value) in VERDICTS:
             lines.append(node.lineno)
     return lines
 

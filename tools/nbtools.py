@@ -69,7 +69,7 @@ def write_notebook(path: str | Path, cells: list) -> Path:
         if "nbgrader" not in cell.metadata:
             cell.id = f"cell-{i:03d}"
     nb.metadata = {
-        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+        "kernelspec": {"display_name": "LLM internals (.venv)", "language": "python", "name": "llm-course"},
         "language_info": {"name": "python"},
     }
     path = Path(path)

@@ -1,7 +1,7 @@
 """Comparing tokenizers: fertility and compression.
 
 * **Fertility** = tokens per word (words = whitespace-separated). 1.0 is a word-level
-  tokenizer; character-level is the average word length plus change. Lower means shorter
+  tokenizer; character-level is the average word length plus one (the space). Lower means shorter
   sequences, so more text fits into the context window and each step of the model covers
   more text.
 * **Compression** = UTF-8 bytes per token: the same idea measured on bytes.

@@ -314,5 +314,7 @@ class UnigramTokenizer:
         keep = sorted(losses, key=lambda p: (-losses[p], p))[:n_keep]
         kept = {p: lp[p] for p in lp if p in self._chars}
         kept.update((p, lp[p]) for p in keep)
-        self.log_probs = self._normalize({p: math.exp(v) for p, v in kept.items()})
+        # Renormalise the survivors' probabilities exactly (no count floor: these are probabilities).
+        log_total = math.log(sum(math.exp(v) for v in kept.values()))
+        self.log_probs = {p: v - log_total for p, v in kept.items()}
         self._refresh()

@@ -47,6 +47,17 @@ def test_deleted_and_edited_cells_are_named(tmp_path):
     ]
 
 
+def test_answers_that_touch_the_grading_machinery_are_flagged(tmp_path):
+    released = _release(tmp_path / "release.ipynb")
+    submitted = nbt.write_notebook(tmp_path / "submitted.ipynb", [
+        nbt.code("x = 1"),
+        nbt.answer("f_answer", "import course_lib.grading as g\ng.assert_tensor_close = print\ndef f(x):\n    ### BEGIN SOLUTION\n    return x + 1\n    ### END SOLUTION"),
+        nbt.tests("f_visible", 1, "assert f(0) == 1"),
+        nbt.tests("f_hidden", 1, "assert f(1) == 2"),
+    ])
+    assert ag.integrity_flags(released, submitted) == ["answer cell(s) f_answer touch the grading machinery (review by hand)"]
+
+
 def test_unreadable_notebook_is_reported_not_raised(tmp_path):
     released = _release(tmp_path / "release.ipynb")
     broken = tmp_path / "broken.ipynb"

@@ -82,3 +82,46 @@ def test_assert_sequence_equal_names_the_first_difference():
 
 def test_public_names():
     assert {"forbid", "assert_tensor_close", "assert_shape", "assert_sequence_equal"} <= set(dir(grading))
+
+
+def _softmax_via_default_argument(x, _sm=torch.softmax):
+    return _sm(x, 0)
+
+
+def _captured_reference():
+    from course_lib.attention import stable_softmax
+
+    captured = stable_softmax
+    return lambda x: captured(x, 0)
+
+
+def test_forbid_catches_references_captured_before_the_block():
+    """Default arguments and closures keep the original object; forbid still refuses it."""
+    import course_lib.attention
+
+    x = torch.randn(4)
+    call_captured = _captured_reference()
+    with forbid(torch.softmax, course_lib.attention.stable_softmax):
+        with pytest.raises(ForbiddenCallError, match="torch.softmax"):
+            _softmax_via_default_argument(x)
+        with pytest.raises(ForbiddenCallError, match="stable_softmax"):
+            call_captured(x)
+    assert torch.allclose(call_captured(x), torch.softmax(x, 0)), "the reference must work again after the block"
+
+
+def test_forbid_aten_ops_catches_private_aliases():
+    x = torch.randn(4)
+    with forbid(torch.ops.aten._softmax, "torch.ops.aten._log_softmax"):
+        for route in (lambda: torch._softmax(x, 0, False), lambda: torch.ops.aten._softmax(x, 0, False),
+                      lambda: torch.special.softmax(x, 0), lambda: torch.special.log_softmax(x, 0).exp()):
+            with pytest.raises(ForbiddenCallError, match="torch.ops.aten._"):
+                route()
+        manual = x.exp() / x.exp().sum()  # elementary operations still work
+    assert torch.allclose(manual, torch.softmax(x, 0))
+
+
+def test_forbid_python_function_code_is_restored():
+    original_code = F.softmax.__code__
+    with forbid(F.softmax):
+        assert F.softmax.__code__ is not original_code
+    assert F.softmax.__code__ is original_code

@@ -28,3 +28,11 @@ def test_accepts_asserts_raises_and_asserting_helpers():
 
 def test_graded_cell_must_assert():
     assert check_source("x = 1\nprint(x)\n", "cell", whole_is_a_test=True) == ["cell: this graded test cell asserts nothing, so it can never fail"]
+
+
+def test_flags_a_dropped_allclose_and_a_non_assertion_raise():
+    problems = check_source("import torch\ndef test_x():\n    torch.allclose(a, b)\n    if a: raise ValueError\n", "t.py")
+    assert problems == [
+        "t.py:3: this statement computes a value and drops it; did you mean `assert ...`?",
+        "t.py:2: test_x asserts nothing, so it can never fail",
+    ]
