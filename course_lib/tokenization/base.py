@@ -35,9 +35,19 @@ class Tokenizer:
 
     def __init__(self, pattern: str | None = None) -> None:
         self.pattern = pattern
-        self.merges: dict[tuple[int, int], int] = {}
+        self._merges: dict[tuple[int, int], int] = {}
         self.special_tokens: dict[str, int] = {}
         self.vocab: dict[int, bytes] = self._build_vocab()
+
+    @property
+    def merges(self) -> dict[tuple[int, int], int]:
+        """The learned merges in order, ``(id_a, id_b) -> new id``. Assigning rebuilds the vocab."""
+        return self._merges
+
+    @merges.setter
+    def merges(self, merges: dict[tuple[int, int], int]) -> None:
+        self._merges = dict(merges)
+        self._merges_changed()
 
     # --- to be implemented by subclasses -------------------------------------------------
     def train(self, text: str, vocab_size: int) -> Tokenizer:

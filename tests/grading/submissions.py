@@ -38,8 +38,7 @@ FORBIDDEN_ANSWERS: dict[str, dict[str, str]] = {
         "bpe_encode_answer": """
             def bpe_encode(text, merges, pattern=GPT4_SPLIT_PATTERN):
                 tok = BPETokenizer(pattern)
-                tok.merges = dict(merges)
-                tok._merges_changed()
+                tok.merges = merges
                 return tok.encode(text)
         """,
         "wordpiece_answer": """

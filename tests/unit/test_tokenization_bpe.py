@@ -245,3 +245,12 @@ def test_corrupt_file_is_a_clear_error_naming_file_and_line(tmp_path, trained, c
     path.write_text("\n".join(corrupt(lines)) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match=rf"tok\.bpe:{line}: corrupt tokenizer file"):
         BPETokenizer().load(path)
+
+
+def test_assigning_merges_rebuilds_vocab_and_encoding():
+    trained = BPETokenizer(GPT4_SPLIT_PATTERN).train("low lower lowest " * 20, 270)
+    fresh = BPETokenizer(GPT4_SPLIT_PATTERN)
+    assert fresh.encode("lowest") == list(b"lowest")
+    fresh.merges = trained.merges
+    assert fresh.vocab == trained.vocab
+    assert fresh.encode("lowest lower") == trained.encode("lowest lower")
