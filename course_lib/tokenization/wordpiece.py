@@ -38,6 +38,8 @@ from collections.abc import Iterable
 from fractions import Fraction
 from itertools import pairwise
 
+from course_lib.tokenization.bpe import merge_pair
+
 __all__ = [
     "WordPieceTokenizer", "bert_pre_tokenize", "is_bert_punctuation", "train_wordpiece_vocab",
     "wordpiece_pair_scores", "wordpiece_score",
@@ -195,14 +197,7 @@ def train_wordpiece_vocab(text_or_counts: str | dict[str, int], vocab_size: int,
         touched: set[tuple[str, str]] = set()
         for k in sorted(pair_words.pop(pair)):
             old, w = splits[k], weights[k]
-            out, i = [], 0
-            while i < len(old):
-                if i + 1 < len(old) and old[i] == a and old[i + 1] == b:
-                    out.append(new)
-                    i += 2
-                else:
-                    out.append(old[i])
-                    i += 1
+            out = merge_pair(old, (a, b), new)
             splits[k] = out
             for s in old:
                 sym_n[s] -= w

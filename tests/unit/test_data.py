@@ -77,38 +77,32 @@ def test_a_file_with_the_wrong_contents_is_an_error(isolated, monkeypatch):
         data.load_text("tinyshakespeare")
 
 
+class FakeResponse:
+    def __init__(self, payload: bytes):
+        self.payload = payload
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def read(self):
+        return self.payload
+
+
 def test_download_is_verified_and_cached(isolated, shakespeare, monkeypatch):
-    payload = shakespeare.encode("utf-8")
-
-    class Response:
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-        def read(self):
-            return payload
-
     calls = []
-    monkeypatch.setattr(data.urllib.request, "urlopen", lambda url, timeout: calls.append(url) or Response())
+    response = FakeResponse(shakespeare.encode("utf-8"))
+    monkeypatch.setattr(data.urllib.request, "urlopen", lambda url, timeout: calls.append(url) or response)
     assert data.load_text("tinyshakespeare") == shakespeare
     assert data.load_text("tinyshakespeare") == shakespeare
     assert len(calls) == 1, "the second call must read the cache, not download again"
 
 
 def test_a_corrupt_download_is_rejected_and_not_cached(isolated, monkeypatch):
-    class Response:
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-        def read(self):
-            return b"<html>captive portal</html>"
-
-    monkeypatch.setattr(data.urllib.request, "urlopen", lambda url, timeout: Response())
+    response = FakeResponse(b"<html>captive portal</html>")
+    monkeypatch.setattr(data.urllib.request, "urlopen", lambda url, timeout: response)
     with pytest.raises(data.DataFileError, match="expected contents"):
         data.load_text("tinyshakespeare")
     assert not list((isolated / "cache" / "llm-course").glob("*")), "a corrupt download must not be kept"
