@@ -138,9 +138,12 @@ class RoundTrip:
         assert done.returncode == 0, f"generate_feedback failed:\n{done.stdout}\n{done.stderr}"
         html = (root / "feedback" / "solution" / lesson / f"{lesson}.html").read_text()
         solution = nbformat.read(root / "solutions" / lesson / f"{lesson}.ipynb", as_version=4)
-        hidden_lines = {line.strip() for c in solution.cells if subs.is_hidden_test_cell(c)
-                        for line in c.source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0].splitlines()
-                        if len(line.strip()) > 30}
+        hidden_parts = [c.source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0]
+                        for c in solution.cells if subs.is_hidden_test_cell(c)]
+        shown_elsewhere = {line.strip() for c in solution.cells if not subs.is_hidden_test_cell(c)
+                           for line in c.source.splitlines()}
+        hidden_lines = {line.strip() for part in hidden_parts for line in part.splitlines()
+                        if len(line.strip()) > 30 and line.strip() not in shown_elsewhere}
         assert "BEGIN HIDDEN TESTS" not in html
         leaked = [line for line in hidden_lines if line in html]
         assert leaked == [], f"feedback HTML shows hidden-test code: {leaked[:3]}"
