@@ -226,6 +226,27 @@ def write_csv(results: list[Result], path: Path) -> None:
             writer.writerow([r.lesson, r.student, r.status, r.auto_score, r.auto_max, f"{r.seconds:.1f}", "; ".join(r.flags)])
 
 
+def release_is_current(root: Path, lesson: str) -> bool:
+    """Whether notebooks/<lesson> is what `nbgrader generate_assignment` makes of solutions/ now.
+
+    Autograde restores test cells from the last release, so grading after editing the
+    solutions without `make release` would use the old tests.
+    """
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp)
+        shutil.copy(root / "nbgrader_config.py", scratch)
+        shutil.copytree(root / "solutions" / lesson, scratch / "solutions" / lesson)
+        if nbgrader(scratch, "generate_assignment", lesson, "--force").returncode != 0:
+            return False
+        for fresh in (scratch / "notebooks" / lesson).glob("*.ipynb"):
+            current = root / "notebooks" / lesson / fresh.name
+            if not current.exists() or nbformat.read(fresh, as_version=4) != nbformat.read(current, as_version=4):
+                return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("lessons", nargs="*", help="assignments to grade (default: every folder in solutions/)")
@@ -236,6 +257,11 @@ def main(argv: list[str] | None = None) -> int:
     lessons = args.lessons or sorted(p.name for p in (args.root / "solutions").iterdir() if p.is_dir())
     if not (args.root / "submitted").is_dir():
         print(f"nothing to grade: put submissions in {args.root / 'submitted'}/<student>/<lesson>/<lesson>.ipynb")
+        return 1
+    stale = [lesson for lesson in lessons if (args.root / "notebooks" / lesson).exists() and not release_is_current(args.root, lesson)]
+    if stale:
+        print(f"notebooks/ is out of date for {', '.join(stale)}: run `make release` (and send learners the new version) "
+              f"before grading, or grading uses the old tests.")
         return 1
     print(f"{'lesson':<20} {'student':<24} {'status':<16} {'autograded':<13} {'time':>7}  notes")
     results = autograde(args.root, lessons, args.deadline, args.cell_timeout)

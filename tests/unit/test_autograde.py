@@ -83,3 +83,17 @@ def test_kill_tree_reaches_children_in_their_own_session():
         assert time.monotonic() < deadline, "the grandchild in its own session survived"
         time.sleep(0.05)
     assert parent.returncode is not None
+
+
+def test_release_is_current_notices_edited_solutions(tmp_path):
+    import shutil as sh
+
+    from tests.grading.test_round_trip import ROOT
+
+    sh.copy(ROOT / "nbgrader_config.py", tmp_path)
+    sh.copytree(ROOT / "solutions" / "00_setup", tmp_path / "solutions" / "00_setup")
+    sh.copytree(ROOT / "notebooks" / "00_setup", tmp_path / "notebooks" / "00_setup")
+    assert ag.release_is_current(tmp_path, "00_setup")
+    source = tmp_path / "solutions" / "00_setup" / "00_setup.ipynb"
+    source.write_text(source.read_text().replace("visible tests passed", "visible tests passed!"))
+    assert not ag.release_is_current(tmp_path, "00_setup")
