@@ -27,6 +27,11 @@ from pathlib import Path
 import nbformat
 import psutil
 
+if __package__ in (None, ""):  # run as a script: make `tools` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tools.nbtools import is_answer_cell, is_test_cell, lesson_names  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -70,13 +75,13 @@ def integrity_flags(released: Path, submitted: Path, source: Path | None = None)
     for grade_id, cell in _nbgrader_cells(released).items():
         meta = cell.metadata["nbgrader"]
         if grade_id not in theirs:
-            deleted["test" if meta.get("grade") and not meta.get("solution") else "answer"].append(grade_id)
+            deleted["test" if is_test_cell(cell) else "answer"].append(grade_id)
         elif meta.get("locked") and theirs[grade_id].source not in (cell.source, getattr(originals.get(grade_id), "source", None)):
             edited.append(grade_id)
     flags = [f"deleted {kind} cell(s) {', '.join(ids)} (they score 0; review by hand)" for kind, ids in deleted.items() if ids]
     tampering = [
         grade_id for grade_id, cell in theirs.items()
-        if cell.metadata["nbgrader"].get("solution") and cell.cell_type == "code" and TAMPERING.search(cell.source)
+        if is_answer_cell(cell) and TAMPERING.search(cell.source)
     ]
     if tampering:
         flags.append(f"answer cell(s) {', '.join(tampering)} touch the grading machinery (review by hand)")
@@ -254,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deadline", type=float, default=600.0, help="hard wall-clock limit per submission, seconds")
     parser.add_argument("--cell-timeout", type=float, default=None, help="override nbgrader's per-cell timeout")
     args = parser.parse_args(argv)
-    lessons = args.lessons or sorted(p.name for p in (args.root / "solutions").iterdir() if p.is_dir())
+    lessons = args.lessons or lesson_names(args.root)
     if not (args.root / "submitted").is_dir():
         print(f"nothing to grade: put submissions in {args.root / 'submitted'}/<student>/<lesson>/<lesson>.ipynb")
         return 1

@@ -13,6 +13,11 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+if __package__ in (None, ""):  # run as a script: make `tools` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tools.nbtools import lesson_names  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"  # the maintainers' offline corpus, as in CI
 if "COURSE_DATA_DIR" not in os.environ and SHARED_DATA.is_dir():
@@ -35,6 +40,6 @@ def execute(lesson: str, timeout: int = 600) -> float:
 
 
 if __name__ == "__main__":
-    lessons = sys.argv[1:] or sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir())
+    lessons = sys.argv[1:] or lesson_names(ROOT)
     for lesson in lessons:
         print(f"{lesson}: executed in {execute(lesson):.1f} s", flush=True)

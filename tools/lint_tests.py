@@ -17,6 +17,11 @@ import json
 import sys
 from pathlib import Path
 
+if __package__ in (None, ""):  # run as a script: make `tools` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tools.nbtools import cell_source, is_test_cell, nbgrader_meta  # noqa: E402
+
 DROPPED = (ast.Compare, ast.BoolOp, ast.Name, ast.Attribute, ast.Subscript, ast.UnaryOp, ast.BinOp, ast.Tuple, ast.List)
 # Calls that return a verdict instead of raising: as a bare statement they check nothing.
 VERDICTS = {"allclose", "equal", "isclose", "array_equal", "allequal", "approx", "all", "any", "isfinite", "isnan", "issubset"}
@@ -75,9 +80,9 @@ def check_source(source: str, where: str, *, whole_is_a_test: bool = False) -> l
 def check_notebook(path: Path) -> list[str]:
     problems = []
     for index, cell in enumerate(json.loads(path.read_text())["cells"]):
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if cell["cell_type"] == "code" and meta.get("grade") and not meta.get("solution"):
-            source = "".join(cell["source"])
+        if is_test_cell(cell):
+            meta = nbgrader_meta(cell)
+            source = cell_source(cell)
             source = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
             problems += check_source(source, f"{path} cell {index} ({meta.get('grade_id')})", whole_is_a_test=True)
     return problems

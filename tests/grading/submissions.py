@@ -7,6 +7,9 @@ import textwrap
 
 import nbformat
 
+from tools.nbtools import is_answer_cell, is_hidden_test_cell, is_test_cell
+from tools.nbtools import nbgrader_meta as meta
+
 # Answers that call the reference a lesson asks learners to write. Visible tests do not
 # forbid it, hidden tests do: such a submission may earn the visible points, never the hidden ones.
 FORBIDDEN_ANSWERS: dict[str, dict[str, str]] = {
@@ -124,20 +127,8 @@ NEVER_FINISHES = textwrap.dedent("""
 """)
 
 
-def meta(cell) -> dict:
-    return cell.metadata.get("nbgrader", {})
-
-
-def is_test_cell(cell) -> bool:
-    return bool(meta(cell).get("grade")) and not meta(cell).get("solution") and cell.cell_type == "code"
-
-
-def is_hidden_test_cell(cell) -> bool:
-    return is_test_cell(cell) and "### BEGIN HIDDEN TESTS" in cell.source
-
-
 def answer_cells(nb) -> list:
-    return [c for c in nb.cells if meta(c).get("solution") and c.cell_type == "code"]
+    return [c for c in nb.cells if is_answer_cell(c)]
 
 
 def points(nb, which) -> float:

@@ -15,9 +15,10 @@ import pytest
 
 from tests.grading import submissions as subs
 from tools import autograde as ag
+from tools.nbtools import lesson_names
 
 ROOT = Path(__file__).resolve().parents[2]
-LESSONS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir())
+LESSONS = lesson_names(ROOT)
 TABLE_DIR = ROOT / "build" / "round_trip"
 LOOP_DEADLINE_S = 20
 EDITS = "calls-reference-edits-tests"

@@ -11,21 +11,23 @@ from pathlib import Path
 
 import pytest
 
+from tools.nbtools import (
+    cell_source,
+    is_answer_cell,
+    is_hidden_test_cell,
+    is_test_cell,
+    is_written_answer,
+    lesson_names,
+    nbgrader_meta,
+)
+
 ROOT = Path(__file__).resolve().parents[2]
-LESSONS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir())
+LESSONS = lesson_names(ROOT)
 MAX_IGNORED_FRACTION = 0.34
 
 
 def _cells(path: Path) -> list[dict]:
     return json.loads(path.read_text())["cells"]
-
-
-def _source(cell: dict) -> str:
-    return "".join(cell["source"])
-
-
-def _nbgrader(cell: dict) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
 
 
 @pytest.fixture(params=LESSONS)
@@ -43,7 +45,7 @@ def test_every_solution_cell_was_executed_without_errors(lesson):
 
 def test_most_cells_have_their_outputs_compared(lesson):
     code = [c for c in _cells(ROOT / "solutions" / lesson / f"{lesson}.ipynb") if c["cell_type"] == "code"]
-    ignored = [c for c in code if "NBVAL_IGNORE_OUTPUT" in _source(c) or "NBVAL_SKIP" in _source(c)]
+    ignored = [c for c in code if "NBVAL_IGNORE_OUTPUT" in cell_source(c) or "NBVAL_SKIP" in cell_source(c)]
     assert len(ignored) <= MAX_IGNORED_FRACTION * len(code), (
         f"{len(ignored)} of {len(code)} code cells skip nbval's comparison; round printed values instead"
     )
@@ -51,31 +53,31 @@ def test_most_cells_have_their_outputs_compared(lesson):
 
 def test_every_exercise_has_a_visible_and_a_hidden_test(lesson):
     cells = _cells(ROOT / "solutions" / lesson / f"{lesson}.ipynb")
-    answers = [i for i, c in enumerate(cells) if _nbgrader(c).get("solution") and c["cell_type"] == "code"]
+    answers = [i for i, c in enumerate(cells) if is_answer_cell(c)]
     assert answers, "a lesson needs autograded exercises"
     for i in answers:
         following = []
         for c in cells[i + 1:]:
-            if not (_nbgrader(c).get("grade") and not _nbgrader(c).get("solution")):
+            if not is_test_cell(c):
                 break
             following.append(c)
-        hidden = [c for c in following if "### BEGIN HIDDEN TESTS" in _source(c)]
-        visible = [c for c in following if "### BEGIN HIDDEN TESTS" not in _source(c)]
-        grade_id = _nbgrader(cells[i])["grade_id"]
+        hidden = [c for c in following if is_hidden_test_cell(c)]
+        visible = [c for c in following if not is_hidden_test_cell(c)]
+        grade_id = nbgrader_meta(cells[i])["grade_id"]
         assert visible, f"answer {grade_id} has no visible test cell right after it"
         assert hidden, f"answer {grade_id} has no hidden test cell right after it"
-        assert all("forbid(" in _source(c) for c in hidden), f"the hidden tests of {grade_id} do not forbid a shortcut"
+        assert all("forbid(" in cell_source(c) for c in hidden), f"the hidden tests of {grade_id} do not forbid a shortcut"
 
 
 def test_each_lesson_has_a_written_answer(lesson):
     cells = _cells(ROOT / "solutions" / lesson / f"{lesson}.ipynb")
-    written = [c for c in cells if c["cell_type"] == "markdown" and _nbgrader(c).get("grade") and _nbgrader(c).get("solution")]
+    written = [c for c in cells if is_written_answer(c)]
     assert written, "each lesson has at least one written answer graded by hand"
 
 
 def test_student_version_leaks_nothing_and_has_no_outputs(lesson):
     cells = _cells(ROOT / "notebooks" / lesson / f"{lesson}.ipynb")
-    text = "".join(_source(c) for c in cells)
+    text = "".join(cell_source(c) for c in cells)
     assert "### BEGIN SOLUTION" not in text
     assert "### BEGIN HIDDEN TESTS" not in text
     with_outputs = [i for i, c in enumerate(cells) if c.get("outputs")]
