@@ -1,4 +1,4 @@
-"""Scaled dot-product attention and multi-head attention (lesson 03; extended in 04 and 08).
+"""Dense attention: scaled dot-product attention and multi-head attention (lesson 03).
 
 For queries Q (Tq, d), keys K (Tk, d) and values V (Tk, d_v):
 
@@ -31,11 +31,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from course_lib.attention.grouped import repeat_kv
+
 __all__ = [
     "MultiHeadAttention",
     "causal_mask",
     "merge_heads",
-    "repeat_kv",
     "scaled_dot_product_attention",
     "split_heads",
     "stable_softmax",
@@ -204,13 +205,6 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"merge_heads needs x of shape (..., H, T, d_head), got "
                          f"{tuple(x.shape)}.")
     return x.transpose(-3, -2).flatten(-2)
-
-
-def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
-    """(..., H_kv, T, d) -> (..., H_kv*n_rep, T, d): each KV head repeated for its n_rep
-    query heads, so that query head h uses KV head h // n_rep (as repeat_interleave does, and
-    as F.scaled_dot_product_attention(enable_gqa=True) does)."""
-    return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=-3)
 
 
 # ------------------------------------------------------------------------------------------
