@@ -114,6 +114,33 @@ FORBIDDEN_ANSWERS: dict[str, dict[str, str]] = {
                 return ref.merge_heads(x)
         """,
     },
+    "04_attention_variants": {
+        "gqa_answer": """
+            def grouped_query_attention(q, k, v, mask=None):
+                n_rep = q.shape[-3] // k.shape[-3]
+                return ref.scaled_dot_product_attention(q, ref.repeat_kv(k, n_rep), ref.repeat_kv(v, n_rep), mask)[0]
+        """,
+        "kv_bytes_answer": """
+            def kv_cache_bytes(n_layers, n_kv_heads, d_head, bytes_per_value=2, n_tokens=1):
+                return ref.kv_cache_bytes(n_layers, n_kv_heads, d_head, bytes_per_value, n_tokens)
+        """,
+        "local_mask_answer": """
+            def local_mask(T, c):
+                return ref.local_mask(T, c)
+        """,
+        "block_mask_answer": """
+            def block_mask(T, n_blocks, perm):
+                return ref.block_mask(T, n_blocks, perm)
+        """,
+        "banded_answer": """
+            def banded_attention(q, k, v, c):
+                return ref.local_attention(q, k, v, c)
+        """,
+        "linformer_answer": """
+            def linformer_attention(q, k, v, E, F):
+                return ref.linformer_attention(q, k, v, E, F)
+        """,
+    },
 }
 
 NEVER_FINISHES = textwrap.dedent("""
