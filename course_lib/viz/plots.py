@@ -87,8 +87,8 @@ def loglog_fit_plot(x, y, *, label: str = "measured", xlabel: str = "", ylabel: 
     intercept = np.mean(np.log(y_np) - slope * np.log(x_np))
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 3.5))
-    ax.loglog(x_np, y_np, "o", label=label)
-    ax.loglog(x_np, np.exp(intercept) * x_np**slope, "--", label=f"fit: slope {slope:.2f}")
+    (points,) = ax.loglog(x_np, y_np, "o", label=label)
+    ax.loglog(x_np, np.exp(intercept) * x_np**slope, "--", color=points.get_color(), label=f"fit: slope {slope:.2f}")
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.legend()
     ax.grid(alpha=0.3, which="both")
