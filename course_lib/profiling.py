@@ -6,7 +6,7 @@
 
 A `TorchDispatchMode` sees every ATen operator that runs inside the block. Each output that
 does not share storage with an input (a fresh allocation, not a view or an in-place result)
-is counted as live until its tensor is freed. `peak_bytes` is the largest total of live
+is counted as live until its storage is freed (when the last tensor or view using it is gone). `peak_bytes` is the largest total of live
 tensors created in the block; `largest_numel` / `largest_bytes` the biggest single one.
 Allocator caching, fragmentation and tensors made outside the block are not counted, so the
 figures are deterministic: the same code gives the same numbers on every machine.
@@ -64,7 +64,9 @@ class _Recorder(TorchDispatchMode):
             if nbytes > record.largest_bytes:
                 record.largest_bytes, record.largest_numel = nbytes, t.numel()
                 record.largest_shape = tuple(t.shape)
-            weakref.finalize(t, record._release, ptr)
+            # PyTorch keeps one Python object per storage for as long as the storage lives, so
+            # this fires when the last view or alias of the allocation is gone
+            weakref.finalize(storage, record._release, ptr)
         return out
 
 

@@ -49,7 +49,8 @@ def local_mask(T: int, c: int, device: Device = None) -> torch.Tensor:
     """Sliding window: query i sees keys j with |i - j| <= (c - 1) // 2 (c = 3: i-1, i, i+1)."""
     _check_int("T", T, 1)
     r = (check_window(c) - 1) // 2
-    return _offsets(T, device).abs() <= r
+    ones = torch.ones(T, T, dtype=torch.bool, device=device)
+    return ones.tril(r) & ones.triu(-r)                  # j <= i + r and j >= i - r
 
 
 def dilated_mask(T: int, c: int, dilation: int, device: Device = None) -> torch.Tensor:

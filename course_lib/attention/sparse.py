@@ -18,6 +18,7 @@ block to a later one) gets zero weights and a zero output, as in `scaled_dot_pro
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
@@ -67,9 +68,10 @@ def local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: i
     _check_qkv("local_attention", q, k, v)
     r = (check_window(window) - 1) // 2
     T, d = q.shape[-2], q.shape[-1]
+    if block_size is not None and (isinstance(block_size, bool) or not isinstance(block_size, numbers.Integral)
+                                   or block_size < 1):
+        raise ValueError(f"block_size must be a positive integer, got {block_size!r}.")
     b = max(r, 32) if block_size is None else int(block_size)
-    if b < 1:
-        raise ValueError(f"block_size must be >= 1, got {block_size!r}.")
     b = min(b, max(T, 1))
     n_blocks = math.ceil(T / b)
     padded = n_blocks * b
@@ -107,8 +109,9 @@ def block_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, n_blocks:
     """
     _check_qkv("block_attention", q, k, v)
     T, d = q.shape[-2], q.shape[-1]
-    if isinstance(n_blocks, bool) or not isinstance(n_blocks, int) or n_blocks < 1:
+    if isinstance(n_blocks, bool) or not isinstance(n_blocks, numbers.Integral) or n_blocks < 1:
         raise ValueError(f"n_blocks must be a positive integer, got {n_blocks!r}.")
+    n_blocks = int(n_blocks)
     if T % n_blocks:
         raise ValueError(f"T={T} is not divisible by n_blocks={n_blocks}: blocks must have equal "
                          f"size T / n_blocks; pad the sequence or pick n_blocks that divides T.")

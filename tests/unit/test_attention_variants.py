@@ -329,8 +329,10 @@ def test_local_attention_rejects_bad_window_block_size_and_shapes():
     q, k, v = _qkv(T=8)
     with pytest.raises(ValueError, match="window c must be a positive odd integer"):
         local_attention(q, k, v, 4)
-    with pytest.raises(ValueError, match="block_size must be >= 1"):
+    with pytest.raises(ValueError, match="block_size must be a positive integer"):
         local_attention(q, k, v, 3, block_size=0)
+    with pytest.raises(ValueError, match="block_size must be a positive integer"):
+        local_attention(q, k, v, 3, block_size=2.5)
     with pytest.raises(ValueError, match="same length T"):
         local_attention(q, k[:5], v[:5], 3)
     with pytest.raises(TypeError, match="floating point"):
@@ -639,3 +641,10 @@ def test_record_memory_keeps_a_tensor_alive_through_its_views(mode, alias):
     assert (mem.peak_bytes, mem.live_bytes) == (2 * 1024, 2 * 1024), (
         f"a's storage is still held by its {alias}: expected 2048 live bytes, got peak "
         f"{mem.peak_bytes}, live {mem.live_bytes}")
+
+
+def test_block_attention_accepts_numpy_integer_block_counts():
+    np = pytest.importorskip("numpy")
+    q, k, v = _qkv(T=12)
+    expected = block_attention(q, k, v, 3)
+    assert torch.equal(block_attention(q, k, v, np.int64(3)), expected)
