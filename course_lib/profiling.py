@@ -6,8 +6,10 @@
 
 A `TorchDispatchMode` sees every ATen operator that runs inside the block. Each output that
 does not share storage with an input (a fresh allocation, not a view or an in-place result)
-is counted as live until its storage is freed (when the last tensor or view using it is gone). `peak_bytes` is the largest total of live
-tensors created in the block; `largest_numel` / `largest_bytes` the biggest single one.
+is counted as live until its storage is freed (when the last tensor or view using it is
+gone). `peak_bytes` is the largest total of live tensors created in the block;
+`largest_bytes` the biggest single allocation; `largest_numel` / `largest_shape` the new
+tensor with the most elements.
 Allocator caching, fragmentation and tensors made outside the block are not counted, so the
 figures are deterministic: the same code gives the same numbers on every machine.
 """
@@ -61,9 +63,9 @@ class _Recorder(TorchDispatchMode):
             record.live_bytes += nbytes
             record.n_allocations += 1
             record.peak_bytes = max(record.peak_bytes, record.live_bytes)
-            if nbytes > record.largest_bytes:
-                record.largest_bytes, record.largest_numel = nbytes, t.numel()
-                record.largest_shape = tuple(t.shape)
+            record.largest_bytes = max(record.largest_bytes, nbytes)
+            if t.numel() > record.largest_numel:
+                record.largest_numel, record.largest_shape = t.numel(), tuple(t.shape)
             # PyTorch keeps one Python object per storage for as long as the storage lives, so
             # this fires when the last view or alias of the allocation is gone
             weakref.finalize(storage, record._release, ptr)

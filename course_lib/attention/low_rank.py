@@ -27,9 +27,10 @@ def linformer_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, E: to
                         F: torch.Tensor, *, scale: float | None = None) -> torch.Tensor:
     """softmax(Q (E K)^T / sqrt(d)) (F V): q, k (..., T, d), v (..., T, d_v), E and F (k, T)
     -> (..., T, d_v)."""
-    if E.dim() != 2 or F.dim() != 2 or E.shape[-1] != k.shape[-2] or F.shape[-1] != v.shape[-2]:
-        raise ValueError(f"E and F must have shape (k, T) with T = {k.shape[-2]} keys, got E "
-                         f"{tuple(E.shape)} and F {tuple(F.shape)}.")
+    if E.dim() != 2 or F.dim() != 2 or E.shape[-1] != k.shape[-2] or F.shape[-1] != v.shape[-2] \
+            or E.shape[0] != F.shape[0]:
+        raise ValueError(f"E and F must both have shape (k, T) with T = {k.shape[-2]} keys and the "
+                         f"same k, got E {tuple(E.shape)} and F {tuple(F.shape)}.")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     k_proj, v_proj = E @ k, F @ v                                   # (..., k, d), (..., k, d_v)
     weights = stable_softmax((q * scale) @ k_proj.transpose(-2, -1), dim=-1)   # (..., T, k)

@@ -506,7 +506,7 @@ def test_linformer_rejects_causal_masks_and_sequences_longer_than_seq_len():
         layer(torch.randn(1, 7, 8))
     with pytest.raises(ValueError, match="k=7 > seq_len=6"):
         LinformerAttention(d_model=8, n_heads=2, seq_len=6, k=7)
-    with pytest.raises(ValueError, match="E and F must have shape"):
+    with pytest.raises(ValueError, match="E and F must both have shape"):
         linformer_attention(x, x, x, torch.eye(5), torch.eye(5))
 
 
@@ -648,3 +648,19 @@ def test_block_attention_accepts_numpy_integer_block_counts():
     q, k, v = _qkv(T=12)
     expected = block_attention(q, k, v, 3)
     assert torch.equal(block_attention(q, k, v, np.int64(3)), expected)
+
+
+def test_record_memory_largest_numel_counts_elements_not_bytes():
+    x64 = torch.ones(4, 4, dtype=torch.float64)
+    x8 = torch.ones(10, 10, dtype=torch.bool)
+    with record_memory() as mem:
+        a = x64 * 2          # 16 elements, 128 bytes
+        b = x8 & x8          # 100 elements, 100 bytes
+    assert (mem.largest_numel, mem.largest_shape, mem.largest_bytes) == (100, (10, 10), 128)
+    del a, b
+
+
+def test_linformer_attention_rejects_projections_of_different_k():
+    q, k, v = _qkv(T=6)
+    with pytest.raises(ValueError, match="same k"):
+        linformer_attention(q, k, v, torch.zeros(3, 6, dtype=F64), torch.zeros(2, 6, dtype=F64))
