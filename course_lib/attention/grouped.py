@@ -13,6 +13,8 @@ import numbers
 
 import torch
 
+from course_lib.attention._checks import check_int
+
 __all__ = ["kv_cache_bytes", "repeat_kv"]
 
 
@@ -21,11 +23,6 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     query heads, so that query head h uses KV head h // n_rep (as repeat_interleave does, and
     as F.scaled_dot_product_attention(enable_gqa=True) does)."""
     return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=-3)
-
-
-def _check_count(name: str, value, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
 
 
 def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, bytes_per_value: float = 2,
@@ -38,10 +35,10 @@ def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, bytes_per_value:
     bytes_per_value: 4 for float32, 2 for float16/bfloat16 (the default), 1 for int8, 0.5 for
     4-bit. Returns an int when the result is whole.
     """
-    _check_count("n_layers", n_layers)
-    _check_count("n_kv_heads", n_kv_heads)
-    _check_count("d_head", d_head)
-    _check_count("n_tokens", n_tokens, minimum=0)
+    check_int("n_layers", n_layers, 1)
+    check_int("n_kv_heads", n_kv_heads, 1)
+    check_int("d_head", d_head, 1)
+    check_int("n_tokens", n_tokens, 0)
     if isinstance(bytes_per_value, bool) or not isinstance(bytes_per_value, numbers.Real) \
             or not bytes_per_value > 0:
         raise ValueError(f"bytes_per_value must be a positive number (4 for float32, 2 for "

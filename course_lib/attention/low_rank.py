@@ -18,7 +18,8 @@ import math
 import torch
 import torch.nn as nn
 
-from course_lib.attention.dense import merge_heads, split_heads, stable_softmax
+from course_lib.attention._checks import check_int
+from course_lib.attention.dense import MultiHeadAttention, stable_softmax
 
 __all__ = ["LinformerAttention", "linformer_attention"]
 
@@ -37,13 +38,16 @@ def linformer_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, E: to
     return weights @ v_proj
 
 
-class LinformerAttention(nn.Module):
+class LinformerAttention(MultiHeadAttention):
     """Multi-head self-attention with Linformer's learned length projections E, F in R^{k x T}.
 
-    Shapes: x (B, T, d_model) with T <= seq_len -> (B, T, d_model). One E and one F per layer,
-    shared by all heads (the paper's "headwise sharing"). A shorter input uses the first T
-    columns of E and F. E and F start as random projections with N(0, 1/k) entries (the
-    Johnson-Lindenstrauss construction of the paper's analysis) and are trained.
+    A `MultiHeadAttention` (same projections, same forward(x, ...) -> (out, weights)) whose
+    `attend` step compresses the keys and values to k rows before the softmax. Shapes:
+    x (B, T, d_model) with T <= seq_len -> out (B, T, d_model); weights are None (there is no
+    T x T matrix to return). One E and one F per layer, shared by all heads (the paper's
+    "headwise sharing"); a shorter input uses the first T columns. E and F start as random
+    projections with N(0, 1/k) entries (the Johnson-Lindenstrauss construction of the paper's
+    analysis) and are trained.
 
     Not causal: E K mixes the keys of every position, so the output at position i depends on
     later tokens. Asking for `is_causal=True` or a mask raises; use it in encoders, or use
@@ -51,38 +55,28 @@ class LinformerAttention(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, seq_len: int, k: int, bias: bool = True) -> None:
-        super().__init__()
-        if n_heads < 1 or d_model % n_heads != 0:
-            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}.")
-        if seq_len < 1 or not 1 <= k:
-            raise ValueError(f"seq_len and k must be >= 1, got seq_len={seq_len}, k={k}.")
+        super().__init__(d_model, n_heads, bias=bias)
+        self.seq_len, self.k = check_int("seq_len", seq_len, 1), check_int("k", k, 1)
         if k > seq_len:
             raise ValueError(f"k={k} > seq_len={seq_len}: the projection would add rows instead "
                              "of compressing; pick k <= seq_len (e.g. 64 to 256).")
-        self.d_model, self.n_heads, self.seq_len, self.k = d_model, n_heads, seq_len, k
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
         self.E = nn.Parameter(torch.randn(k, seq_len) / math.sqrt(k))
         self.F = nn.Parameter(torch.randn(k, seq_len) / math.sqrt(k))
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
-                is_causal: bool = False) -> torch.Tensor:
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               mask: torch.Tensor | None = None, is_causal: bool = False,
+               need_weights: bool = False) -> tuple[torch.Tensor, None]:
+        """q, k, v (B, H, T, d_h) -> (B, H, T, d_h) through E k and F v (k rows each)."""
         if is_causal or mask is not None:
             raise ValueError("LinformerAttention is not causal and takes no mask: E and F mix "
                              "all T positions into k rows, so no (query, key) pair can be "
                              "blocked. Use it bidirectionally, or use local_attention / "
                              "block_attention for a decoder.")
-        if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"x must have shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}.")
-        T = x.shape[1]
+        T = k.shape[-2]
         if T > self.seq_len:
             raise ValueError(f"sequence of length {T} is longer than seq_len={self.seq_len}: E and "
                              "F have one column per position; build the layer with a larger seq_len.")
-        q, k, v = (split_heads(proj(x), self.n_heads) for proj in (self.q_proj, self.k_proj, self.v_proj))
-        out = linformer_attention(q, k, v, self.E[:, :T], self.F[:, :T])
-        return self.out_proj(merge_heads(out))
+        return linformer_attention(q, k, v, self.E[:, :T], self.F[:, :T]), None
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, n_heads={self.n_heads}, seq_len={self.seq_len}, k={self.k}"
+        return f"{super().extra_repr()}, seq_len={self.seq_len}, k={self.k}"

@@ -19,15 +19,12 @@ from collections.abc import Sequence
 
 import torch
 
-__all__ = ["block_mask", "check_permutation", "check_window", "dilated_mask", "global_local_mask",
+from course_lib.attention._checks import check_int
+
+__all__ = ["block_mask", "check_blocks", "check_permutation", "check_window", "dilated_mask", "global_local_mask",
            "local_mask", "random_local_global_mask"]
 
 Device = torch.device | str | None
-
-
-def _check_int(name: str, value, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
 
 
 def check_window(c) -> int:
@@ -47,7 +44,7 @@ def _offsets(T: int, device: Device) -> torch.Tensor:
 
 def local_mask(T: int, c: int, device: Device = None) -> torch.Tensor:
     """Sliding window: query i sees keys j with |i - j| <= (c - 1) // 2 (c = 3: i-1, i, i+1)."""
-    _check_int("T", T, 1)
+    check_int("T", T, 1)
     r = (check_window(c) - 1) // 2
     ones = torch.ones(T, T, dtype=torch.bool, device=device)
     return ones.tril(r) & ones.triu(-r)                  # j <= i + r and j >= i - r
@@ -58,8 +55,8 @@ def dilated_mask(T: int, c: int, dilation: int, device: Device = None) -> torch.
 
     c = 3, dilation = 2: keys i - 2, i, i + 2 ("alternate words"), a span of 5 for 3 keys.
     """
-    _check_int("T", T, 1)
-    _check_int("dilation", dilation, 1)
+    check_int("T", T, 1)
+    check_int("dilation", dilation, 1)
     r = (check_window(c) - 1) // 2
     offsets = _offsets(T, device)
     return (offsets.abs() <= r * dilation) & (offsets % dilation == 0)
@@ -101,7 +98,7 @@ def random_local_global_mask(T: int, c: int, global_idx: Sequence[int] | torch.T
     layer and keeps it).
     """
     mask = global_local_mask(T, c, global_idx, device)
-    _check_int("n_random", n_random, 0)
+    check_int("n_random", n_random, 0)
     if n_random > T:
         raise ValueError(f"n_random={n_random} exceeds T={T}: a query cannot pick more distinct "
                          f"random keys than there are positions.")
@@ -127,6 +124,16 @@ def check_permutation(perm, n_blocks: int) -> torch.Tensor:
     return p
 
 
+def check_blocks(T: int, n_blocks: int) -> int:
+    """The block size T // n_blocks, or ValueError if the blocks cannot have equal size."""
+    check_int("T", T, 1)
+    check_int("n_blocks", n_blocks, 1)
+    if T % n_blocks:
+        raise ValueError(f"T={T} is not divisible by n_blocks={n_blocks}: blocks must have equal "
+                         f"size T / n_blocks; pad the sequence or pick n_blocks that divides T.")
+    return T // n_blocks
+
+
 def block_mask(T: int, n_blocks: int, perm: Sequence[int] | torch.Tensor | None = None,
                device: Device = None) -> torch.Tensor:
     """Block-local: M[i, j] = perm[i // (T/n)] == j // (T/n), blocks of size T/n.
@@ -134,14 +141,10 @@ def block_mask(T: int, n_blocks: int, perm: Sequence[int] | torch.Tensor | None 
     Query block b attends to key block perm[b] only. perm defaults to the identity (the
     block diagonal). The notes write the divisor as T; it must be the block size T/n.
     """
-    _check_int("T", T, 1)
-    _check_int("n_blocks", n_blocks, 1)
-    if T % n_blocks:
-        raise ValueError(f"T={T} is not divisible by n_blocks={n_blocks}: blocks must have equal "
-                         f"size T / n_blocks; pad the sequence or pick n_blocks that divides T.")
+    size = check_blocks(T, n_blocks)
     p = torch.arange(n_blocks) if perm is None else check_permutation(perm, n_blocks)
     if p.dim() != 1:
         raise ValueError(f"block_mask takes one permutation of shape ({n_blocks},); for one per "
                          f"head stack the masks: torch.stack([block_mask(T, n, p) for p in perms]).")
-    block = torch.arange(T, device=device) // (T // n_blocks)
+    block = torch.arange(T, device=device) // size
     return p.to(block.device)[block][:, None] == block[None, :]

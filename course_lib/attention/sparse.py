@@ -18,12 +18,12 @@ block to a later one) gets zero weights and a zero output, as in `scaled_dot_pro
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 
+from course_lib.attention._checks import check_int
 from course_lib.attention.dense import stable_softmax
-from course_lib.attention.patterns import check_permutation, check_window
+from course_lib.attention.patterns import check_blocks, check_permutation, check_window
 
 __all__ = ["block_attention", "local_attention"]
 
@@ -68,10 +68,7 @@ def local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: i
     _check_qkv("local_attention", q, k, v)
     r = (check_window(window) - 1) // 2
     T, d = q.shape[-2], q.shape[-1]
-    if block_size is not None and (isinstance(block_size, bool) or not isinstance(block_size, numbers.Integral)
-                                   or block_size < 1):
-        raise ValueError(f"block_size must be a positive integer, got {block_size!r}.")
-    b = max(r, 32) if block_size is None else int(block_size)
+    b = max(r, 32) if block_size is None else check_int("block_size", block_size, 1)
     b = min(b, max(T, 1))
     n_blocks = math.ceil(T / b)
     padded = n_blocks * b
@@ -109,18 +106,13 @@ def block_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, n_blocks:
     """
     _check_qkv("block_attention", q, k, v)
     T, d = q.shape[-2], q.shape[-1]
-    if isinstance(n_blocks, bool) or not isinstance(n_blocks, numbers.Integral) or n_blocks < 1:
-        raise ValueError(f"n_blocks must be a positive integer, got {n_blocks!r}.")
+    bs = check_blocks(T, n_blocks)
     n_blocks = int(n_blocks)
-    if T % n_blocks:
-        raise ValueError(f"T={T} is not divisible by n_blocks={n_blocks}: blocks must have equal "
-                         f"size T / n_blocks; pad the sequence or pick n_blocks that divides T.")
     p = torch.arange(n_blocks) if perm is None else check_permutation(perm, n_blocks)
     p = p.to(q.device)
     if p.dim() == 2 and (q.dim() < 3 or q.shape[-3] != p.shape[0]):
         raise ValueError(f"one permutation per head needs q of shape (..., H={p.shape[0]}, T, d), "
                          f"got {tuple(q.shape)}.")
-    bs = T // n_blocks
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     q_blocks = (q * scale).unflatten(-2, (n_blocks, bs))                 # (..., n, bs, d)
     k_blocks, v_blocks = k.unflatten(-2, (n_blocks, bs)), v.unflatten(-2, (n_blocks, bs))

@@ -329,9 +329,9 @@ def test_local_attention_rejects_bad_window_block_size_and_shapes():
     q, k, v = _qkv(T=8)
     with pytest.raises(ValueError, match="window c must be a positive odd integer"):
         local_attention(q, k, v, 4)
-    with pytest.raises(ValueError, match="block_size must be a positive integer"):
+    with pytest.raises(ValueError, match="block_size must be an integer >= 1"):
         local_attention(q, k, v, 3, block_size=0)
-    with pytest.raises(ValueError, match="block_size must be a positive integer"):
+    with pytest.raises(ValueError, match="block_size must be an integer >= 1"):
         local_attention(q, k, v, 3, block_size=2.5)
     with pytest.raises(ValueError, match="same length T"):
         local_attention(q, k[:5], v[:5], 3)
@@ -408,7 +408,7 @@ def test_block_attention_rejects_bad_block_counts_and_permutations():
     q, k, v = _qkv(3, T=12)
     with pytest.raises(ValueError, match="T=12 is not divisible by n_blocks=5"):
         block_attention(q, k, v, 5)
-    with pytest.raises(ValueError, match="n_blocks must be a positive integer"):
+    with pytest.raises(ValueError, match="n_blocks must be an integer >= 1"):
         block_attention(q, k, v, 0)
     with pytest.raises(ValueError, match="not a permutation"):
         block_attention(q, k, v, 3, (0, 0, 1))
@@ -484,7 +484,9 @@ def test_linformer_matches_its_formula_from_its_own_parameters(T):
     torch.manual_seed(0)
     layer = LinformerAttention(d_model=12, n_heads=3, seq_len=10, k=4).double()
     x = _randn(2, T, 12, seed=T)
-    out = layer(x)
+    out, weights = layer(x)
+    assert isinstance(layer, MultiHeadAttention)      # a drop-in for MHA: (out, weights)
+    assert weights is None
     assert out.shape == (2, T, 12)
     torch.testing.assert_close(out, _naive_linformer(layer, x), atol=1e-6, rtol=0)
 
