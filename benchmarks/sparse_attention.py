@@ -18,8 +18,7 @@ FlexAttention (torch.compile'd flex_attention with a BlockMask from the same mas
 Memory, two figures per call:
 - record_memory: course_lib.profiling.record_memory, the bytes of the tensors the ATen
   operators return (deterministic). It cannot see inside a fused kernel: for F.sdpa it only
-  counts the output. It also stops counting a tensor when its Python object dies even if a
-  view or alias still holds the storage, so it can read low (see RESULTS.md).
+  counts the output.
 - allocator: the peak of the CPU allocator during the call, from torch.profiler's memory
   events (it includes a fused kernel's own buffers, e.g. F.sdpa's float copy of the mask).
   On CUDA: torch.cuda.max_memory_allocated.
@@ -43,7 +42,6 @@ import contextlib
 import datetime
 import gc
 import json
-import math
 import os
 import platform
 import statistics
@@ -61,6 +59,7 @@ from course_lib.attention import (
     scaled_dot_product_attention,
 )
 from course_lib.profiling import record_memory
+from course_lib.viz.plots import loglog_slope as slope
 
 D_HEAD = 64
 BLOCK = 128                 # block_attention: n = T / BLOCK blocks
@@ -135,12 +134,6 @@ def measure(fn, rounds: int, device: str, target_s: float = 0.5):
         _sync(device)
         times.append(time.perf_counter() - start)
     return statistics.median(times), out
-
-
-def slope(xs, ys) -> float:
-    """Least-squares slope of log(y) against log(x)."""
-    return statistics.linear_regression([math.log(x) for x in xs],
-                                        [math.log(y) for y in ys]).slope
 
 
 def settle(seconds: float) -> None:
