@@ -33,6 +33,7 @@ __all__ = [
     "cosine_distance",
     "cosine_similarity",
     "one_hot_embed",
+    "sinusoidal_encoding",
     "sinusoidal_positional_encoding",
 ]
 
@@ -89,21 +90,39 @@ def sinusoidal_positional_encoding(
     """
     if not isinstance(seq_len, int) or seq_len < 0:
         raise ValueError(f"seq_len must be a non-negative int, got {seq_len!r}.")
+    position = torch.arange(seq_len, dtype=torch.float64, device=device)
+    return sinusoidal_encoding(position, d_model, base, dtype=dtype)
+
+
+def sinusoidal_encoding(
+    positions: torch.Tensor,
+    d_model: int,
+    base: float = 10000.0,
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    """The sinusoidal encoding of arbitrary positions: shape (*positions.shape, d_model).
+
+    The same formula as `sinusoidal_positional_encoding`, at any real positions, negative ones
+    included (Transformer-XL encodes relative distances i - j this way).
+    """
+    if not isinstance(positions, torch.Tensor):
+        raise TypeError(f"positions must be a torch.Tensor, got {type(positions).__name__}; "
+                        "wrap them with torch.tensor(positions).")
+    if positions.dtype == torch.bool or positions.is_complex():
+        raise TypeError(f"positions must be integer or floating, got {positions.dtype}.")
     if not isinstance(d_model, int) or d_model < 1:
         raise ValueError(f"d_model must be a positive int, got {d_model!r}.")
     if not (isinstance(base, (int, float)) and base > 0 and math.isfinite(base)):
         raise ValueError(f"base must be a positive finite number, got {base!r}.")
 
     n_pairs = (d_model + 1) // 2
-    position = torch.arange(seq_len, dtype=torch.float64, device=device)[:, None]   # (T, 1)
-    two_i = torch.arange(0, 2 * n_pairs, 2, dtype=torch.float64, device=device)     # (n_pairs,)
-    freq = base ** (-two_i / d_model)                                              # w_i
-    angle = position * freq                                                        # (T, n_pairs)
+    position = positions.to(torch.float64)[..., None]                                     # (..., 1)
+    two_i = torch.arange(0, 2 * n_pairs, 2, dtype=torch.float64, device=positions.device)  # (n_pairs,)
+    freq = base ** (-two_i / d_model)                                                     # w_i
+    angle = position * freq                                                               # (..., n_pairs)
 
-    pe = torch.empty(seq_len, 2 * n_pairs, dtype=torch.float64, device=device)
-    pe[:, 0::2] = torch.sin(angle)
-    pe[:, 1::2] = torch.cos(angle)
-    return pe[:, :d_model].to(dtype)
+    pe = torch.stack([torch.sin(angle), torch.cos(angle)], dim=-1).flatten(-2)          # sin, cos interleaved
+    return pe[..., :d_model].to(dtype)
 
 
 # ------------------------------------------------------------------------------------------

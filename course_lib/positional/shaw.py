@@ -1,0 +1,92 @@
+"""Shaw, Uszkoreit and Vaswani (2018): relative position representations inside attention.
+
+Instead of adding a position vector to each input, learn one vector per *clipped distance*
+and use it where query i meets key j, with a_ij = w_clip(j - i, k):
+
+    e_ij  = q_i . (k_j + a^K_ij) / sqrt(d_h)          (relative keys)
+    z_i   = sum_j alpha_ij (v_j + a^V_ij)             (relative values), alpha = softmax_j(e)
+
+Distances beyond k share w_k (or w_-k), so 2k + 1 vectors of size d_h serve any length. The
+vectors are shared by all heads and each layer has its own: 2 (2k + 1) d_h parameters per layer.
+
+Computed without a (T, T, d_h) tensor: q_i . w_r for the 2k + 1 vectors, then gathered per
+(i, j); for the values, the weights of the pairs at each distance are summed first.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from course_lib.attention import MultiHeadAttention, repeat_kv, stable_softmax
+from course_lib.attention.dense import _check_mask, _combine_masks
+from course_lib.positional.distances import check_clip, relative_positions
+
+__all__ = ["ShawRelativeAttention", "masked_scores"]
+
+
+def masked_scores(scores: torch.Tensor, mask: torch.Tensor | None, is_causal: bool) -> torch.Tensor:
+    """scores with a bool mask (True = may attend), a float mask (added) and/or causal applied."""
+    Tq, Tk = scores.shape[-2:]
+    if mask is not None:
+        _check_mask(mask, Tq, Tk)
+    mask = _combine_masks(mask, is_causal, Tq, Tk, scores.dtype, scores.device)
+    if mask is None:
+        return scores
+    if mask.dtype == torch.bool:
+        return scores.masked_fill(~mask, float("-inf"))
+    return scores + mask.to(scores.dtype)
+
+
+class ShawRelativeAttention(MultiHeadAttention):
+    """Multi-head self-attention with Shaw et al.'s relative keys and values, clipped at k.
+
+    ShawRelativeAttention(d_model, n_heads, max_relative_position=k, ...) is a
+    `MultiHeadAttention` (same projections and forward(x, mask=None, is_causal=False,
+    need_weights=False) -> (out, weights)) with two extra tables, `rel_k` and `rel_v`, of shape
+    (2k + 1, d_head): row r is the vector of distance r - k. With Tq < Tk (a KV cache) the
+    queries are the last Tq positions. Self-attention only: `kv` must be None.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, max_relative_position: int,
+                 n_kv_heads: int | None = None, dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__(d_model, n_heads, n_kv_heads, dropout, bias)
+        self.max_relative_position = check_clip(max_relative_position)
+        n_distances = 2 * self.max_relative_position + 1
+        self.rel_k = nn.Parameter(torch.randn(n_distances, self.d_head) / math.sqrt(self.d_head))
+        self.rel_v = nn.Parameter(torch.randn(n_distances, self.d_head) / math.sqrt(self.d_head))
+
+    def distance_index(self, Tq: int, Tk: int) -> torch.Tensor:
+        """(Tq, Tk) row of rel_k / rel_v used by each pair: clip(j - i, -k, k) + k."""
+        k = self.max_relative_position
+        return relative_positions(Tq, k, Tk=Tk, device=self.rel_k.device) + k
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               mask: torch.Tensor | None = None, is_causal: bool = False,
+               need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        k, v = repeat_kv(k, self.n_rep), repeat_kv(v, self.n_rep)
+        Tq, Tk = q.shape[-2], k.shape[-2]
+        index = self.distance_index(Tq, Tk).expand(*q.shape[:-1], Tk)     # (B, H, Tq, Tk)
+        content = q @ k.transpose(-2, -1)                                  # q_i . k_j
+        position = torch.gather(q @ self.rel_k.T, -1, index)               # q_i . a^K_ij
+        scores = masked_scores((content + position) / math.sqrt(self.d_head), mask, is_causal)
+        weights = stable_softmax(scores, dim=-1)
+        attn = F.dropout(weights, self.dropout) if self.training and self.dropout > 0 else weights
+        per_distance = torch.zeros(*attn.shape[:-1], self.rel_v.shape[0], dtype=attn.dtype,
+                                   device=attn.device).scatter_add_(-1, index, attn)
+        out = attn @ v + per_distance @ self.rel_v                         # sum_j alpha_ij (v_j + a^V_ij)
+        return out, (weights if need_weights else None)
+
+    def forward(self, x: torch.Tensor, kv: torch.Tensor | None = None,
+                mask: torch.Tensor | None = None, is_causal: bool = False,
+                need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if kv is not None:
+            raise ValueError(f"{type(self).__name__} is self-attention only (relative positions "
+                             "need queries and keys from one sequence): call it with kv=None.")
+        return super().forward(x, mask=mask, is_causal=is_causal, need_weights=need_weights)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, max_relative_position={self.max_relative_position}"
