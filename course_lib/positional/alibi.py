@@ -9,7 +9,7 @@ The slopes m_h form a geometric sequence. For n heads (a power of two) they star
 2^(-8/n) with that same ratio: n = 8 gives 1/2, 1/4, ..., 1/256, n = 16 gives 2^(-0.5), 2^(-1),
 ..., 2^(-8). For other head counts the paper takes the 2^floor(log2 n) slopes of the nearest
 smaller power of two, then fills the remaining heads with every other slope of the next power
-of two (the odd-indexed ones, which fall in between).
+of two, starting from the first (0-based indices 0, 2, 4, ...: they fall in between).
 Steep heads look only at their neighbours; shallow ones see far back.
 """
 
