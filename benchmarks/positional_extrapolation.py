@@ -23,7 +23,12 @@ import time
 import torch
 
 from course_lib.data import get_batch, load_text, train_val_split
-from course_lib.positional.extrapolation import SCHEMES, run_experiment, score_terms, term_statistics
+from course_lib.positional.extrapolation import (
+    SCHEMES,
+    run_experiment,
+    score_terms,
+    term_statistics,
+)
 from course_lib.tokenization import CharTokenizer
 
 
@@ -81,7 +86,7 @@ def main() -> None:
             if losses[s][T][0] is None:
                 row.append("-")
             else:
-                row.append(f"{statistics.fmean(a / b for a, b in zip(losses[s][T], losses[s][64])):.3f}")
+                row.append(f"{statistics.fmean(a / b for a, b in zip(losses[s][T], losses[s][64], strict=True)):.3f}")
         print(f"{s:<12}" + "".join(f"{r:>10}" for r in row))
     print("\nfour terms of layer 0's scores (mean over seeds): mean |term|, spread over keys, weights moved if removed")
     for (scheme, name), values in terms.items():
