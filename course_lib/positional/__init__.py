@@ -21,7 +21,7 @@ from course_lib.positional.rope import (
     rope_frequencies,
     rope_rotation_matrix,
 )
-from course_lib.positional.shaw import ShawRelativeAttention, masked_scores
+from course_lib.positional.shaw import ShawRelativeAttention, masked_scores, shaw_scores
 from course_lib.positional.t5 import T5RelativeBias, t5_relative_bucket
 from course_lib.positional.transformer_xl import TransformerXLRelativeAttention
 
@@ -29,5 +29,5 @@ __all__ = [
     "RotaryMultiHeadAttention", "ShawRelativeAttention", "T5RelativeBias",
     "TransformerXLRelativeAttention", "alibi_bias", "alibi_slopes", "apply_rope",
     "interleaved_to_half", "masked_scores", "relative_positions", "rope_angles",
-    "rope_frequencies", "rope_rotation_matrix", "t5_relative_bucket",
+    "rope_frequencies", "rope_rotation_matrix", "shaw_scores", "t5_relative_bucket",
 ]

@@ -49,5 +49,5 @@ def alibi_bias(n_heads: int, T: int, *, Tk: int | None = None,
     bias is -m_h * (i - j).
     """
     distance = relative_positions(T, Tk=Tk, device=device).abs().to(torch.float32)  # (T, Tk)
-    return -alibi_slopes(n_heads).to(device)[:, None, None] * distance
+    return 0.0 - alibi_slopes(n_heads).to(device)[:, None, None] * distance   # 0 - 0 is +0, not -0
 

@@ -25,7 +25,7 @@ from course_lib.attention import MultiHeadAttention, repeat_kv, stable_softmax
 from course_lib.attention.dense import _check_mask, _combine_masks
 from course_lib.positional.distances import check_clip, relative_positions
 
-__all__ = ["ShawRelativeAttention", "masked_scores"]
+__all__ = ["ShawRelativeAttention", "masked_scores", "shaw_scores"]
 
 
 def masked_scores(scores: torch.Tensor, mask: torch.Tensor | None, is_causal: bool) -> torch.Tensor:
@@ -39,6 +39,30 @@ def masked_scores(scores: torch.Tensor, mask: torch.Tensor | None, is_causal: bo
     if mask.dtype == torch.bool:
         return scores.masked_fill(~mask, float("-inf"))
     return scores + mask.to(scores.dtype)
+
+
+def _distance_index(Tq: int, Tk: int, max_relative_position: int, device) -> torch.Tensor:
+    """(Tq, Tk) row of a (2k + 1)-row table used by each pair: clip(j - i, -k, k) + k."""
+    k = max_relative_position
+    return relative_positions(Tq, k, Tk=Tk, device=device) + k
+
+
+def shaw_scores(q: torch.Tensor, k: torch.Tensor, rel_k: torch.Tensor,
+                max_relative_position: int) -> torch.Tensor:
+    """e_ij = q_i . (k_j + rel_k[clip(j - i, -K, K) + K]) / sqrt(d), without a (T, T, d) tensor.
+
+    q (..., Tq, d), k (..., Tk, d), rel_k (2K + 1, d) with K = max_relative_position; with
+    Tq < Tk the queries are the last Tq positions. Returns (..., Tq, Tk).
+    """
+    K = check_clip(max_relative_position)
+    if rel_k.dim() != 2 or rel_k.shape != (2 * K + 1, q.shape[-1]):
+        raise ValueError(f"rel_k must have shape (2 * max_relative_position + 1, d) = "
+                         f"({2 * K + 1}, {q.shape[-1]}), got {tuple(rel_k.shape)}.")
+    Tq, Tk = q.shape[-2], k.shape[-2]
+    index = _distance_index(Tq, Tk, K, q.device).expand(*q.shape[:-1], Tk)
+    content = q @ k.transpose(-2, -1)                                  # q_i . k_j
+    position = torch.gather(q @ rel_k.T, -1, index)                    # q_i . a^K_ij
+    return (content + position) / math.sqrt(q.shape[-1])
 
 
 class ShawRelativeAttention(MultiHeadAttention):
@@ -59,25 +83,19 @@ class ShawRelativeAttention(MultiHeadAttention):
         self.rel_k = nn.Parameter(torch.randn(n_distances, self.d_head) / math.sqrt(self.d_head))
         self.rel_v = nn.Parameter(torch.randn(n_distances, self.d_head) / math.sqrt(self.d_head))
 
-    def distance_index(self, Tq: int, Tk: int) -> torch.Tensor:
-        """(Tq, Tk) row of rel_k / rel_v used by each pair: clip(j - i, -k, k) + k."""
-        k = self.max_relative_position
-        return relative_positions(Tq, k, Tk=Tk, device=self.rel_k.device) + k
-
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                mask: torch.Tensor | None = None, is_causal: bool = False,
                need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         k, v = repeat_kv(k, self.n_rep), repeat_kv(v, self.n_rep)
-        Tq, Tk = q.shape[-2], k.shape[-2]
-        index = self.distance_index(Tq, Tk).expand(*q.shape[:-1], Tk)     # (B, H, Tq, Tk)
-        content = q @ k.transpose(-2, -1)                                  # q_i . k_j
-        position = torch.gather(q @ self.rel_k.T, -1, index)               # q_i . a^K_ij
-        scores = masked_scores((content + position) / math.sqrt(self.d_head), mask, is_causal)
+        K = self.max_relative_position
+        scores = masked_scores(shaw_scores(q, k, self.rel_k, K), mask, is_causal)
         weights = stable_softmax(scores, dim=-1)
         attn = F.dropout(weights, self.dropout) if self.training and self.dropout > 0 else weights
-        per_distance = torch.zeros(*attn.shape[:-1], self.rel_v.shape[0], dtype=attn.dtype,
+        # sum_j alpha_ij a^V_ij: add up each query's weights per distance, then one product
+        index = _distance_index(q.shape[-2], k.shape[-2], K, q.device).expand_as(attn)
+        per_distance = torch.zeros(*attn.shape[:-1], 2 * K + 1, dtype=attn.dtype,
                                    device=attn.device).scatter_add_(-1, index, attn)
-        out = attn @ v + per_distance @ self.rel_v                         # sum_j alpha_ij (v_j + a^V_ij)
+        out = attn @ v + per_distance @ self.rel_v
         return out, (weights if need_weights else None)
 
     def forward(self, x: torch.Tensor, kv: torch.Tensor | None = None,

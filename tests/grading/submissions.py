@@ -141,6 +141,31 @@ FORBIDDEN_ANSWERS: dict[str, dict[str, str]] = {
                 return ref.linformer_attention(q, k, v, E, F)
         """,
     },
+    "05_positional_encodings": {
+        "relpos_answer": """
+            def relative_positions(T, k=None):
+                return ref.relative_positions(T, k)
+        """,
+        "shaw_answer": """
+            def shaw_scores(q, k, rel_k, max_rel):
+                return ref.shaw_scores(q, k, rel_k, max_rel)
+        """,
+        "t5_answer": """
+            def t5_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+                return ref.t5_relative_bucket(relative_position, bidirectional, num_buckets, max_distance)
+        """,
+        "rope_answer": """
+            def apply_rope(x, positions=None, base=10000.0):
+                return ref.apply_rope(x, positions, base)
+        """,
+        "alibi_answer": """
+            def alibi_slopes(n_heads):
+                return ref.alibi_slopes(n_heads)
+
+            def alibi_bias(n_heads, T):
+                return ref.alibi_bias(n_heads, T)
+        """,
+    },
 }
 
 NEVER_FINISHES = textwrap.dedent("""
