@@ -145,8 +145,9 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
     """Multi-head self-attention whose queries and keys are rotated by `apply_rope` per head.
 
     The same module as `MultiHeadAttention` (MHA, GQA or MQA), with forward(x, mask=None,
-    is_causal=False, need_weights=False, positions=None): positions (T,) are the tokens'
-    absolute positions (default 0 ... T-1). Values are not rotated. Self-attention only.
+    is_causal=False, need_weights=False, positions=None): positions are the tokens' absolute
+    positions, (T,) for every sequence or (B, T) per sequence (like `transformers`'
+    position_ids); default 0 ... T-1. Values are not rotated. Self-attention only.
     """
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None,
@@ -162,6 +163,13 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
         if kv is not None:
             raise ValueError("RotaryMultiHeadAttention is self-attention only: call it with kv=None.")
         self._check_input("x", x)
+        B, T = x.shape[:2]
+        if isinstance(positions, torch.Tensor) and positions.dim() != 1:
+            if positions.shape != (B, T):
+                raise ValueError(f"positions of shape {tuple(positions.shape)} do not match x of shape "
+                                 f"{tuple(x.shape)}: pass (T,) = ({T},) positions shared by the batch "
+                                 f"or (B, T) = ({B}, {T}), one row per sequence.")
+            positions = positions[:, None, :]          # (B, 1, T): the same row for every head
         q, k, v = self.project_qkv(x)
         q = apply_rope(q, positions, self.base)
         k = apply_rope(k, positions, self.base)

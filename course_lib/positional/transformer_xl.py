@@ -45,6 +45,7 @@ class TransformerXLRelativeAttention(MultiHeadAttention):
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None,
                  dropout: float = 0.0, bias: bool = True, base: float = 10000.0) -> None:
         super().__init__(d_model, n_heads, n_kv_heads, dropout, bias)
+        sinusoidal_encoding(torch.zeros(1), d_model, base)     # rejects a bad base now, not at forward
         self.base = base
         self.r_proj = nn.Linear(d_model, n_heads * self.d_head, bias=False)      # W_(k,R)
         self.u = nn.Parameter(torch.zeros(n_heads, self.d_head))

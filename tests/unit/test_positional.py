@@ -37,6 +37,7 @@ from course_lib.positional import (
     relative_positions,
     rope_frequencies,
     rope_rotation_matrix,
+    shaw_scores,
     t5_relative_bucket,
 )
 
@@ -279,8 +280,10 @@ def test_sinusoidal_encoding_at_any_real_position_is_the_formula(d):
 def test_sinusoidal_encoding_at_negative_positions_negates_the_sines_and_keeps_the_cosines():
     p = torch.arange(1, 20)
     pos, neg = sinusoidal_encoding(p, 10, dtype=F64), sinusoidal_encoding(-p, 10, dtype=F64)
-    assert torch.equal(neg[:, 0::2], -pos[:, 0::2]), "sin(-x) = -sin(x)"
-    assert torch.equal(neg[:, 1::2], pos[:, 1::2]), "cos(-x) = cos(x)"
+    exact = {"atol": 1e-15, "rtol": 0}      # a vectorised sin may differ from -sin in the last bit
+    torch.testing.assert_close(neg[:, 0::2], -pos[:, 0::2], **exact, msg="sin(-x) = -sin(x)")
+    torch.testing.assert_close(neg[:, 1::2], pos[:, 1::2], **exact, msg="cos(-x) = cos(x)")
+    assert (pos[:, 0::2].abs() > 1e-3).any(), "the sines must not all be 0"
 
 
 # ------------------------------------------------------------------------------------------
@@ -416,7 +419,7 @@ def test_rope_of_a_suffix_at_its_positions_is_the_suffix_of_the_full_result(T, d
     x = _randn(2, 3, T, 8, seed=T)
     for layout in ("interleaved", "half"):
         torch.testing.assert_close(apply_rope(x[..., p:, :], torch.arange(p, T), layout=layout),
-                                   apply_rope(x, layout=layout)[..., p:, :], atol=0, rtol=0)
+                                   apply_rope(x, layout=layout)[..., p:, :], **TIGHT)
 
 
 @pytest.mark.parametrize("start", [10_000, 1_000_000, 50_000_000])
@@ -497,8 +500,8 @@ def test_rotary_mha_outputs_do_not_change_when_every_position_shifts(shift):
     out_s, w_s = mod(x, is_causal=True, need_weights=True, positions=torch.arange(6) + shift)
     torch.testing.assert_close(out_s, out, atol=1e-9, rtol=0)
     torch.testing.assert_close(w_s, w, atol=1e-9, rtol=0)
-    # per-sequence positions (B, 1, T): a different shift for each sequence changes nothing
-    per_seq = torch.stack([torch.arange(6), torch.arange(6) + shift])[:, None, :]
+    # per-sequence positions (B, T): a different shift for each sequence changes nothing
+    per_seq = torch.stack([torch.arange(6), torch.arange(6) + shift])
     torch.testing.assert_close(mod(x, is_causal=True, positions=per_seq)[0], out, atol=1e-9, rtol=0)
 
 
@@ -508,6 +511,28 @@ def test_rotary_mha_depends_on_the_positions_it_is_given():
     out = mod(x)[0]
     permuted = mod(x, positions=torch.tensor([5, 4, 3, 2, 1, 0]))[0]
     assert not torch.allclose(out, permuted), "positions are not only an offset here: outputs differ"
+
+
+@pytest.mark.parametrize("n_heads", [4, 2])
+def test_rotary_mha_takes_one_row_of_positions_per_sequence(n_heads):
+    """(B, T) positions, like transformers' position_ids, give each sequence its own row, also
+    when B == n_heads (they must not be broadcast against the heads of q (B, H, T, d_h))."""
+    torch.manual_seed(0)
+    mod = RotaryMultiHeadAttention(16, n_heads).double()
+    x = torch.randn(2, 5, 16, dtype=torch.float64)
+    positions = torch.stack([torch.arange(5), torch.arange(7, 12)])          # (B, T) = (2, 5)
+    out, _ = mod(x, positions=positions, is_causal=True)
+    for b in range(2):
+        alone, _ = mod(x[b:b + 1], positions=positions[b], is_causal=True)
+        torch.testing.assert_close(out[b:b + 1], alone, rtol=1e-12, atol=1e-12)
+
+
+def test_rotary_mha_rejects_positions_of_another_shape():
+    mod = RotaryMultiHeadAttention(16, 2)
+    with pytest.raises(ValueError, match=r"positions of shape \(2, 4\)"):
+        mod(torch.zeros(2, 5, 16), positions=torch.zeros(2, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"positions of shape \(1, 2, 5\)"):
+        mod(torch.zeros(2, 5, 16), positions=torch.zeros(1, 2, 5, dtype=torch.long))
 
 
 # ------------------------------------------------------------------------------------------
@@ -543,6 +568,13 @@ def test_alibi_bias_is_minus_slope_times_distance(n_heads, T, Tk):
     expected = torch.tensor([[[-m[h] * abs((Tk - T + i) - j) for j in range(Tk)]
                               for i in range(T)] for h in range(n_heads)])
     torch.testing.assert_close(bias, expected, atol=0, rtol=1e-6)
+
+
+def test_alibi_bias_on_the_diagonal_is_plus_zero_not_minus_zero():
+    bias = alibi_bias(3, 5, Tk=7)
+    zeros = bias == 0
+    assert zeros.sum() == 3 * 5, "one zero per row, at j = i"
+    assert not torch.signbit(bias[zeros]).any(), "-m_h * 0 must print as 0, not -0"
 
 
 def test_alibi_bias_for_the_last_queries_is_the_last_rows_of_the_full_bias():
@@ -686,6 +718,20 @@ def test_relative_attention_forward_equals_the_naive_loop(kind, n_kv_heads, mask
         assert weights is None
 
 
+@pytest.mark.parametrize("K", [0, 1, 3, 9])
+@pytest.mark.parametrize(("Tq", "Tk"), [(6, 6), (2, 8), (1, 5)])
+def test_shaw_scores_are_q_dot_k_plus_the_relative_key_over_sqrt_d(K, Tq, Tk):
+    q, k, rel_k = _randn(2, 3, Tq, 4, seed=40), _randn(2, 3, Tk, 4, seed=41), _randn(2 * K + 1, 4,
+                                                                                    seed=42)
+    scores = shaw_scores(q, k, rel_k, K)
+    assert scores.shape == (2, 3, Tq, Tk)
+    expected = torch.tensor([[[[float(q[b, h, i] @ (k[b, h, j] + rel_k[min(max(j - (Tk - Tq + i),
+                                                                               -K), K) + K])) / 2
+                                for j in range(Tk)] for i in range(Tq)] for h in range(3)]
+                             for b in range(2)], dtype=F64)
+    torch.testing.assert_close(scores, expected, **TIGHT)
+
+
 @pytest.mark.parametrize("kind", sorted(RELATIVE))
 @pytest.mark.parametrize("Tq", [1, 3])
 @pytest.mark.parametrize("mask_kind", ["none", "causal", "float_and_causal"])
@@ -819,6 +865,15 @@ def test_apply_rope_rejects_positions_that_do_not_fit_x(positions, error, match)
         apply_rope(x, positions)
 
 
+@pytest.mark.parametrize("make", [lambda: apply_rope(torch.zeros(3, 4), base=1.0),
+                                  lambda: rope_frequencies(8, base=float("inf")),
+                                  lambda: RotaryMultiHeadAttention(16, 2, base=0.5)],
+                         ids=["apply_rope", "frequencies", "rotary_mha"])
+def test_rope_rejects_a_base_that_is_not_above_one(make):
+    with pytest.raises(ValueError, match=r"base must be a finite number > 1"):
+        make()
+
+
 def test_apply_rope_rejects_an_unknown_layout_and_a_vector():
     with pytest.raises(ValueError, match=r"layout must be one of \('interleaved', 'half'\), got "
                                          r"'neox'"):
@@ -835,6 +890,19 @@ def test_apply_rope_rejects_an_unknown_layout_and_a_vector():
 def test_a_negative_or_fractional_clipping_distance_is_rejected(make):
     with pytest.raises(ValueError, match=r"clipping distance k must be an integer >= 0"):
         make()
+
+
+@pytest.mark.parametrize(("rel_k", "K", "match"), [
+    (torch.zeros(5, 4), 1, r"rel_k must have shape \(2 \* max_relative_position \+ 1, d\) = \(3, 4\), "
+                           r"got \(5, 4\)"),
+    (torch.zeros(3, 8), 1, r"= \(3, 4\), got \(3, 8\)"),
+    (torch.zeros(3), 1, r"got \(3,\)"),
+    (torch.zeros(3, 4), -1, r"clipping distance k must be an integer >= 0"),
+])
+def test_shaw_scores_reject_a_table_that_does_not_fit(rel_k, K, match):
+    q = torch.zeros(5, 4)
+    with pytest.raises(ValueError, match=match):
+        shaw_scores(q, q, rel_k, K)
 
 
 def test_relative_positions_rejects_fewer_keys_than_queries():
