@@ -1,4 +1,4 @@
-"""Claim (lesson 05): relative position schemes cost little over plain attention on CPU, and
+"""Measured (lesson 05): what each relative position scheme costs over plain attention on CPU, and
 Shaw's relative keys and values computed through the 2k + 1 distance vectors (gather / scatter)
 are much cheaper than the direct form, which builds (T, T, d_head) tables of a^K_ij and a^V_ij.
 

@@ -7,10 +7,11 @@ T5 adds nothing to the input. Each head adds a learned number r_b to the score o
 
 The buckets (32, max distance 128 by default): with a bidirectional encoder, half of them are
 for keys to the right (j > i) and half for the rest. Within each half, the first half of the
-buckets are exact (distances 0 ... 7 of 16 buckets), and the rest cover 8 ... max_distance
-on a log scale; every distance beyond max_distance shares the last bucket. A causal decoder
-only sees j <= i and uses all the buckets for the past. Near tokens get their own scalars,
-far ones share: the bias cannot tell 500 from 5000.
+buckets are exact (distances 0 ... 7 of 16 buckets), and the rest cover larger distances on a
+log scale that would reach its end at max_distance; with the defaults the last bucket takes
+every distance from 91 on (113 for a causal decoder, which only sees j <= i and uses all the
+buckets for the past).
+Near tokens get their own scalars, far ones share: the bias cannot tell 500 from 5000.
 
 T5 computes the bias in the first layer and shares it across the layers.
 """
