@@ -8,24 +8,20 @@ Clipping at k keeps only -k ... k, 2k + 1 values, whatever the length (Shaw et a
 
 from __future__ import annotations
 
-import numbers
-
 import torch
+
+from course_lib.attention._checks import check_int
 
 __all__ = ["relative_positions"]
 
 
 def check_positive(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}.")
-    return int(value)
+    return check_int(name, value, 1, "a positive integer")
 
 
 def check_clip(k) -> int:
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 0:
-        raise ValueError(f"the clipping distance k must be an integer >= 0 (distances are clipped "
-                         f"to -k ... k), got {k!r}.")
-    return int(k)
+    return check_int("the clipping distance k", k, 0,
+                     "an integer >= 0 (distances are clipped to -k ... k)")
 
 
 def relative_positions(T: int, k: int | None = None, *, Tk: int | None = None,

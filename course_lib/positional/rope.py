@@ -28,7 +28,8 @@ import numbers
 
 import torch
 
-from course_lib.attention import MultiHeadAttention, merge_heads
+from course_lib.attention import merge_heads
+from course_lib.positional.self_attention import RelativeSelfAttention
 
 __all__ = ["RotaryMultiHeadAttention", "apply_rope", "interleaved_to_half", "rope_angles", "rope_frequencies",
            "rope_rotation_matrix"]
@@ -141,7 +142,7 @@ def rope_rotation_matrix(position: float, d: int, base: float = 10000.0,
     return R.to(dtype)
 
 
-class RotaryMultiHeadAttention(MultiHeadAttention):
+class RotaryMultiHeadAttention(RelativeSelfAttention):
     """Multi-head self-attention whose queries and keys are rotated by `apply_rope` per head.
 
     The same module as `MultiHeadAttention` (MHA, GQA or MQA), with forward(x, mask=None,
@@ -160,8 +161,7 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
                 mask: torch.Tensor | None = None, is_causal: bool = False,
                 need_weights: bool = False, positions: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if kv is not None:
-            raise ValueError("RotaryMultiHeadAttention is self-attention only: call it with kv=None.")
+        self.reject_kv(kv)
         self._check_input("x", x)
         B, T = x.shape[:2]
         if isinstance(positions, torch.Tensor) and positions.dim() != 1:

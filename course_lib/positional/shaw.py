@@ -21,24 +21,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_lib.attention import MultiHeadAttention, repeat_kv, stable_softmax
-from course_lib.attention.dense import _check_mask, _combine_masks
+from course_lib.attention import repeat_kv, stable_softmax
 from course_lib.positional.distances import check_clip, relative_positions
+from course_lib.positional.self_attention import RelativeSelfAttention, masked_scores
 
-__all__ = ["ShawRelativeAttention", "masked_scores", "shaw_scores"]
-
-
-def masked_scores(scores: torch.Tensor, mask: torch.Tensor | None, is_causal: bool) -> torch.Tensor:
-    """scores with a bool mask (True = may attend), a float mask (added) and/or causal applied."""
-    Tq, Tk = scores.shape[-2:]
-    if mask is not None:
-        _check_mask(mask, Tq, Tk)
-    mask = _combine_masks(mask, is_causal, Tq, Tk, scores.dtype, scores.device)
-    if mask is None:
-        return scores
-    if mask.dtype == torch.bool:
-        return scores.masked_fill(~mask, float("-inf"))
-    return scores + mask.to(scores.dtype)
+__all__ = ["ShawRelativeAttention", "shaw_scores"]
 
 
 def _distance_index(Tq: int, Tk: int, max_relative_position: int, device) -> torch.Tensor:
@@ -65,7 +52,7 @@ def shaw_scores(q: torch.Tensor, k: torch.Tensor, rel_k: torch.Tensor,
     return (content + position) / math.sqrt(q.shape[-1])
 
 
-class ShawRelativeAttention(MultiHeadAttention):
+class ShawRelativeAttention(RelativeSelfAttention):
     """Multi-head self-attention with Shaw et al.'s relative keys and values, clipped at k.
 
     ShawRelativeAttention(d_model, n_heads, max_relative_position=k, ...) is a
@@ -97,14 +84,6 @@ class ShawRelativeAttention(MultiHeadAttention):
                                    device=attn.device).scatter_add_(-1, index, attn)
         out = attn @ v + per_distance @ self.rel_v
         return out, (weights if need_weights else None)
-
-    def forward(self, x: torch.Tensor, kv: torch.Tensor | None = None,
-                mask: torch.Tensor | None = None, is_causal: bool = False,
-                need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if kv is not None:
-            raise ValueError(f"{type(self).__name__} is self-attention only (relative positions "
-                             "need queries and keys from one sequence): call it with kv=None.")
-        return super().forward(x, mask=mask, is_causal=is_causal, need_weights=need_weights)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, max_relative_position={self.max_relative_position}"

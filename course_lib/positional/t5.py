@@ -29,6 +29,21 @@ from course_lib.positional.distances import check_positive, relative_positions
 __all__ = ["T5RelativeBias", "t5_relative_bucket"]
 
 
+def _bucket_layout(bidirectional: bool, num_buckets: int, max_distance: int) -> tuple[int, int]:
+    """(buckets per side, exact buckets per side), after checking the arguments."""
+    num_buckets = check_positive("num_buckets", num_buckets)
+    max_distance = check_positive("max_distance", max_distance)
+    if not isinstance(bidirectional, bool):
+        raise TypeError(f"bidirectional must be True or False, got {bidirectional!r}.")
+    half = num_buckets // 2 if bidirectional else num_buckets
+    max_exact = half // 2
+    if max_exact < 1 or max_distance <= max_exact:
+        raise ValueError(f"num_buckets={num_buckets} and max_distance={max_distance} leave no room "
+                         f"for log-spaced buckets: need num_buckets >= {4 if bidirectional else 2} "
+                         f"and max_distance > {max(max_exact, 1)}.")
+    return half, max_exact
+
+
 def t5_relative_bucket(relative_position: torch.Tensor, bidirectional: bool = True,
                        num_buckets: int = 32, max_distance: int = 128) -> torch.Tensor:
     """The bucket (int64, same shape) of each relative position j - i.
@@ -43,16 +58,7 @@ def t5_relative_bucket(relative_position: torch.Tensor, bidirectional: bool = Tr
             or relative_position.is_complex():
         raise TypeError(f"relative_position must be an integer tensor (j - i), got "
                         f"{relative_position.dtype}.")
-    num_buckets = check_positive("num_buckets", num_buckets)
-    max_distance = check_positive("max_distance", max_distance)
-    if not isinstance(bidirectional, bool):
-        raise TypeError(f"bidirectional must be True or False, got {bidirectional!r}.")
-    half = num_buckets // 2 if bidirectional else num_buckets
-    max_exact = half // 2
-    if max_exact < 1 or max_distance <= max_exact:
-        raise ValueError(f"num_buckets={num_buckets} and max_distance={max_distance} leave no room "
-                         f"for log-spaced buckets: need num_buckets >= {4 if bidirectional else 2} "
-                         f"and max_distance > {max(max_exact, 1)}.")
+    half, max_exact = _bucket_layout(bidirectional, num_buckets, max_distance)
 
     rel = relative_position.long()
     bucket = torch.zeros_like(rel)
@@ -82,8 +88,7 @@ class T5RelativeBias(nn.Module):
                  max_distance: int = 128) -> None:
         super().__init__()
         self.n_heads = check_positive("n_heads", n_heads)
-        t5_relative_bucket(torch.zeros(1, dtype=torch.long), bidirectional, num_buckets,
-                           max_distance)            # validates the bucket arguments
+        _bucket_layout(bidirectional, num_buckets, max_distance)
         self.bidirectional, self.num_buckets, self.max_distance = bidirectional, num_buckets, max_distance
         self.relative_attention_bias = nn.Embedding(num_buckets, n_heads)
         nn.init.zeros_(self.relative_attention_bias.weight)

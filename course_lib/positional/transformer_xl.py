@@ -25,15 +25,14 @@ import math
 import torch
 import torch.nn as nn
 
-from course_lib.attention import MultiHeadAttention
 from course_lib.embeddings import sinusoidal_encoding
 from course_lib.positional.distances import relative_positions
-from course_lib.positional.shaw import masked_scores
+from course_lib.positional.self_attention import RelativeSelfAttention, masked_scores
 
 __all__ = ["TransformerXLRelativeAttention"]
 
 
-class TransformerXLRelativeAttention(MultiHeadAttention):
+class TransformerXLRelativeAttention(RelativeSelfAttention):
     """Multi-head self-attention with Transformer-XL's relative positions.
 
     A `MultiHeadAttention` (same q/k/v/out projections; `k_proj` is W_(k,E)) plus `r_proj`
@@ -71,14 +70,6 @@ class TransformerXLRelativeAttention(MultiHeadAttention):
         # the float mask, so (b) + (d) goes in as a mask, scaled the same way
         bias = masked_scores(position / math.sqrt(self.d_head), mask, is_causal)
         return super().attend(q + self.u[:, None], k, v, mask=bias, need_weights=need_weights)
-
-    def forward(self, x: torch.Tensor, kv: torch.Tensor | None = None,
-                mask: torch.Tensor | None = None, is_causal: bool = False,
-                need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if kv is not None:
-            raise ValueError(f"{type(self).__name__} is self-attention only (relative positions "
-                             "need queries and keys from one sequence): call it with kv=None.")
-        return super().forward(x, mask=mask, is_causal=is_causal, need_weights=need_weights)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, base={self.base}"
