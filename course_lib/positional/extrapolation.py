@@ -68,10 +68,7 @@ class Block(nn.Module):
                                  nn.Linear(4 * d, d, bias=False))
 
     def forward(self, x: torch.Tensor, score_bias: torch.Tensor | None) -> torch.Tensor:
-        if score_bias is None:
-            a, _ = self.attn(self.ln_attn(x), is_causal=True)
-        else:
-            a, _ = self.attn(self.ln_attn(x), mask=score_bias, is_causal=True)
+        a, _ = self.attn(self.ln_attn(x), mask=score_bias, is_causal=True)
         x = x + a
         return x + self.mlp(self.ln_mlp(x))
 
@@ -95,14 +92,8 @@ class PositionalLM(nn.Module):
     def token_and_position(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The token vectors n and the added position vectors p (None for schemes that add none)."""
         scheme = self.config.pos_encoding
-        if scheme == "learned":
-            T = ids.shape[-1]
-            if T > self.config.block_size:
-                raise ValueError(f"a learned position table has {self.config.block_size} rows, so "
-                                 f"this model cannot read {T} tokens: there is no vector for "
-                                 f"position {self.config.block_size} or beyond (the other schemes "
-                                 "run at any length).")
-            return self.embed.token_emb(ids), self.embed.position_vectors(T)
+        if scheme == "learned":   # position_vectors refuses lengths beyond its table
+            return self.embed.token_emb(ids), self.embed.position_vectors(ids.shape[-1])
         n = self.embed(ids)
         if scheme == "sinusoidal":
             positions = torch.arange(ids.shape[-1], device=ids.device)
