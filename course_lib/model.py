@@ -41,7 +41,7 @@ from course_lib.embeddings import _check_ids, sinusoidal_encoding
 from course_lib.positional import RotaryMultiHeadAttention, alibi_bias
 
 __all__ = ["ACTIVATIONS", "POS_ENCODINGS", "Block", "GPT", "GPTClassifier", "GPTConfig", "LayerNorm",
-           "MLP", "count_parameters"]
+           "MLP", "PostLNBlock", "count_parameters"]
 
 POS_ENCODINGS = ("learned", "sinusoidal", "rope", "alibi", "none")
 ACTIVATIONS = {
@@ -128,6 +128,11 @@ def count_parameters(config: GPTConfig) -> int:
     return embeddings + c.n_layer * (2 * ln + attn + mlp) + ln + head
 
 
+def _at_least_float32(x: torch.Tensor) -> torch.Tensor:
+    """Half-precision logits are upcast for the loss (its log-sum-exp needs the range); float64 stays."""
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
 class LayerNorm(nn.Module):
     """LN(x) = w * (x - mean) / sqrt(var + eps) + b over the last dim (each token's D features).
 
@@ -197,6 +202,23 @@ class Block(nn.Module):
         return x + self.dropout(self.mlp(self.ln_2(x)))
 
 
+class PostLNBlock(Block):
+    """The original Transformer's (and BERT's) order, for comparison: normalise after adding.
+
+        X1 = LN(X + Dropout(MHA(X, mask)));   X2 = LN(X1 + Dropout(MLP(X1)))
+
+    Same parameters as `Block` (its state_dict loads into one), so the two can be compared on the
+    same weights. Every path from the loss to a lower layer crosses the LayerNorms above it; in
+    the pre-LN block the sum X + ... leaves an identity path. GPT uses `Block`.
+    """
+
+    def forward(self, x: torch.Tensor, score_bias: torch.Tensor | None = None,
+                positions: torch.Tensor | None = None) -> torch.Tensor:
+        extra = {} if positions is None else {"positions": positions}
+        a, _ = self.attn(x, mask=score_bias, is_causal=True, **extra)
+        x = self.ln_1(x + self.dropout(a))
+        return self.ln_2(x + self.dropout(self.mlp(x)))
+
 class GPT(nn.Module):
     """The decoder-only language model. forward(idx (B, T), targets=None) -> (logits, loss).
 
@@ -231,11 +253,16 @@ class GPT(nn.Module):
             nn.init.zeros_(module.bias)
 
     def num_params(self, non_embedding: bool = False) -> int:
-        """Parameters counted once each (a tied head is not counted twice); with
-        non_embedding, without the token and position tables (nanoGPT's convention)."""
+        """Parameters counted once each (a tied head is not counted twice).
+
+        non_embedding=True leaves out the tables that are only looked up (nanoGPT's convention):
+        the position table, and the token table unless it is tied to the head, where it also
+        does a matrix product at every position.
+        """
         n = sum(p.numel() for p in self.parameters())
         if non_embedding:
-            n -= self.wte.weight.numel() + (self.wpe.weight.numel() if self.wpe is not None else 0)
+            n -= self.wpe.weight.numel() if self.wpe is not None else 0
+            n -= 0 if self.config.tie_weights else self.wte.weight.numel()
         return n
 
     def _check_idx(self, idx: torch.Tensor) -> None:
@@ -279,7 +306,7 @@ class GPT(nn.Module):
         if targets.shape != idx.shape:
             raise ValueError(f"targets must have the shape of idx {tuple(idx.shape)} (the next token "
                              f"at every position), got {tuple(targets.shape)}.")
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100)
+        loss = F.cross_entropy(_at_least_float32(logits).flatten(0, 1), targets.flatten(), ignore_index=-100)
         return logits, loss
 
     @classmethod
@@ -362,6 +389,9 @@ class GPTClassifier(nn.Module):
             lengths = torch.full((B,), T, device=h.device)
         if not isinstance(lengths, torch.Tensor) or lengths.shape != (B,):
             raise ValueError(f"lengths must be a tensor of shape (B,) = ({B},), one length per sequence.")
+        if lengths.dtype.is_floating_point or lengths.dtype == torch.bool or lengths.is_complex():
+            raise TypeError(f"lengths must be integers (the number of real tokens), got {lengths.dtype}; "
+                            "convert them with lengths.long().")
         if int(lengths.min()) < 1 or int(lengths.max()) > T:
             raise ValueError(f"lengths must lie in 1..T = 1..{T}, got {lengths.tolist()}.")
         lengths = lengths.to(h.device)
@@ -375,5 +405,5 @@ class GPTClassifier(nn.Module):
         logits = self.head(self.pool(self.backbone.hidden_states(idx), lengths))
         if labels is None:
             return logits, None
-        return logits, F.cross_entropy(logits.float(), labels)
+        return logits, F.cross_entropy(_at_least_float32(logits), labels)
 
