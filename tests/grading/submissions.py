@@ -166,6 +166,37 @@ FORBIDDEN_ANSWERS: dict[str, dict[str, str]] = {
                 return ref.alibi_bias(n_heads, T)
         """,
     },
+    "06_transformer_block": {
+        "layer_norm_answer": """
+            def layer_norm(x, weight, bias=None, eps=1e-5):
+                return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
+        """,
+        "ffn_answer": """
+            class FeedForward(ref.MLP):
+                def __init__(self, d_model, d_ff, activation="relu", bias=True):
+                    super().__init__(GPTConfig(vocab_size=1, n_embd=d_model, n_head=1, d_ff=d_ff,
+                                               activation=activation, bias=bias))
+        """,
+        "block_answer": """
+            def pre_ln_block(block, x):
+                return block(x)
+        """,
+        "params_answer": """
+            def count_gpt_params(config):
+                return ref.count_parameters(config)
+        """,
+        "accuracy_answer": """
+            def topk_accuracy(logits, targets, k=1, ignore_index=-100):
+                return topk_accuracy_ref(logits, targets, k, ignore_index)
+        """,
+        "classify_answer": """
+            def classify(hidden, lengths, head, labels):
+                clf = GPTClassifier.__new__(GPTClassifier)
+                clf.pooling = "last"
+                logits = head(GPTClassifier.pool(clf, hidden, lengths))
+                return logits, F.cross_entropy(logits, labels)
+        """,
+    },
 }
 
 NEVER_FINISHES = textwrap.dedent("""

@@ -21,6 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_lib.attention import MultiHeadAttention
+from course_lib.metrics import topk_accuracy
 from course_lib.model import (
     ACTIVATIONS,
     GPT,
@@ -696,3 +697,36 @@ def test_a_tiny_gpt_overfits_one_small_batch():
         losses.append(loss.item())
     assert abs(losses[0] - math.log(16)) < 0.3, f"initial loss {losses[0]:.3f}, expected ~ln 16"
     assert losses[-1] < 0.3, f"50 Adam steps on one batch: loss {losses[0]:.3f} -> {losses[-1]:.3f}"
+
+
+# ------------------------------------------------------------------------------------------
+# course_lib.metrics.topk_accuracy (lesson 06's exercise 5)
+# ------------------------------------------------------------------------------------------
+
+def test_topk_accuracy_counts_targets_among_the_k_best_and_skips_ignored_positions():
+    logits = torch.tensor([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0], [1.0, 0.0, 2.0], [0.5, 2.0, 1.0]])
+    targets = torch.tensor([0, 2, 2, -100])
+    assert topk_accuracy(logits, targets) == pytest.approx(2 / 3)
+    assert topk_accuracy(logits, targets, k=2) == pytest.approx(1.0)
+    assert topk_accuracy(logits, torch.tensor([0, 2, 2, 1]), ignore_index=2) == pytest.approx(1.0)
+
+
+def test_topk_accuracy_on_batched_logits_equals_a_loop_over_positions():
+    torch.manual_seed(0)
+    logits, targets = torch.randn(3, 7, 11), torch.randint(0, 11, (3, 7))
+    targets[0, :2] = -100
+    for k in (1, 4, 11):
+        hits = [int(t) in logits[b, i].topk(k).indices.tolist()
+                for b in range(3) for i in range(7) if (t := targets[b, i]) != -100]
+        assert topk_accuracy(logits, targets, k) == pytest.approx(sum(hits) / len(hits))
+
+
+@pytest.mark.parametrize(("targets", "k", "match"), [
+    (torch.full((2,), -100), 1, "every target is ignore_index"),
+    (torch.zeros(3, dtype=torch.long), 1, "targets must have the shape"),
+    (torch.zeros(2, dtype=torch.long), 0, "k must be between 1 and the number of classes 5"),
+    (torch.zeros(2, dtype=torch.long), 6, "k must be between 1"),
+])
+def test_topk_accuracy_refuses_what_it_cannot_score(targets, k, match):
+    with pytest.raises(ValueError, match=match):
+        topk_accuracy(torch.randn(2, 5), targets, k)
