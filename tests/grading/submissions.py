@@ -103,8 +103,8 @@ FORBIDDEN_ANSWERS: dict[str, dict[str, str]] = {
                 return ref.stable_softmax(x, dim=dim)
         """,
         "attention_answer": """
-            def attention(q, k, v, mask=None):
-                return ref.scaled_dot_product_attention(q, k, v, mask)
+            def attention(q, k, v, mask=None, is_causal=False):
+                return ref.scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal)
         """,
         "heads_answer": """
             def split_heads(x, n_heads):
