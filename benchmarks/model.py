@@ -68,7 +68,7 @@ def main() -> None:
         our_loss = ours(idx[:, :-1], targets[:, :-1])[1].item()
         if abs(peer_loss - our_loss) > 1e-4:
             raise SystemExit(f"{name}: the losses differ ({peer_loss} vs {our_loss}); not comparable")
-        timing = measure({"peer": train_step(peer, idx, idx, hf=True),
+        timing = measure({"peer": train_step(peer, idx, labels, hf=True),
                           "ours": train_step(ours, idx, targets, hf=False)},
                          args.rounds, args.target_ms / 1000)
         peer_s, ours_s, ratio = timing["peer"][0], timing["ours"][0], timing["ours"][1]

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn as nn
@@ -45,9 +46,9 @@ __all__ = ["ACTIVATIONS", "POS_ENCODINGS", "Block", "GPT", "GPTClassifier", "GPT
 
 POS_ENCODINGS = ("learned", "sinusoidal", "rope", "alibi", "none")
 ACTIVATIONS = {
-    "gelu": lambda: nn.GELU(),                        # exact, x * Phi(x)
-    "gelu_tanh": lambda: nn.GELU(approximate="tanh"),  # GPT-2's "gelu_new"
-    "relu": lambda: nn.ReLU(),                        # the notes' FFN and the original Transformer
+    "gelu": nn.GELU,                                  # exact, x * Phi(x)
+    "gelu_tanh": partial(nn.GELU, approximate="tanh"),  # GPT-2's "gelu_new"
+    "relu": nn.ReLU,                                  # the notes' FFN and the original Transformer
 }
 POOLINGS = ("last", "mean")
 # transformers' GPT2Config.activation_function -> ours
@@ -194,11 +195,15 @@ class Block(nn.Module):
         self.mlp = MLP(c)
         self.dropout = nn.Dropout(c.dropout)
 
+    def attend(self, h: torch.Tensor, score_bias: torch.Tensor | None,
+               positions: torch.Tensor | None) -> torch.Tensor:
+        """Causal self-attention of h; only rotary attention takes positions."""
+        extra = {} if positions is None else {"positions": positions}
+        return self.attn(h, mask=score_bias, is_causal=True, **extra)[0]
+
     def forward(self, x: torch.Tensor, score_bias: torch.Tensor | None = None,
                 positions: torch.Tensor | None = None) -> torch.Tensor:
-        extra = {} if positions is None else {"positions": positions}
-        a, _ = self.attn(self.ln_1(x), mask=score_bias, is_causal=True, **extra)
-        x = x + self.dropout(a)
+        x = x + self.dropout(self.attend(self.ln_1(x), score_bias, positions))
         return x + self.dropout(self.mlp(self.ln_2(x)))
 
 
@@ -214,9 +219,7 @@ class PostLNBlock(Block):
 
     def forward(self, x: torch.Tensor, score_bias: torch.Tensor | None = None,
                 positions: torch.Tensor | None = None) -> torch.Tensor:
-        extra = {} if positions is None else {"positions": positions}
-        a, _ = self.attn(x, mask=score_bias, is_causal=True, **extra)
-        x = self.ln_1(x + self.dropout(a))
+        x = self.ln_1(x + self.dropout(self.attend(x, score_bias, positions)))
         return self.ln_2(x + self.dropout(self.mlp(x)))
 
 class GPT(nn.Module):
