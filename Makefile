@@ -7,6 +7,9 @@ STAMP := $(VENV)/.installed
 LESSONS := $(notdir $(wildcard solutions/[0-9]*))
 PORT ?= 8888
 JOBS ?= 2
+# Threads per test process and per notebook kernel: JOBS workers already fill the cores, and
+# two processes each spinning 2 threads on 2 cores run several times slower than 1 thread each.
+TEST_THREADS ?= 1
 # Optional extra index for torch, e.g. TORCH_INDEX=https://download.pytorch.org/whl/cpu on a
 # CPU-only Linux machine (PyPI's torch wheel for Linux bundles CUDA, several GB).
 TORCH_INDEX ?=
@@ -43,7 +46,7 @@ lint: $(STAMP)
 	$(BIN)/python tools/lint_tests.py tests solutions
 
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -n $(JOBS) --dist loadscope -q tests solutions --nbval \
+	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -n $(JOBS) --dist loadscope -q tests solutions --nbval \
 		--nbval-sanitize-with tests/notebooks/sanitize.cfg
 	@echo "make test: all passed"
 
