@@ -42,7 +42,7 @@ from course_lib.embeddings import _check_ids, sinusoidal_encoding
 from course_lib.positional import RotaryMultiHeadAttention, alibi_bias
 
 __all__ = ["ACTIVATIONS", "POS_ENCODINGS", "Block", "GPT", "GPTClassifier", "GPTConfig", "LayerNorm",
-           "MLP", "PostLNBlock", "count_parameters"]
+           "MLP", "PostLNBlock", "count_parameters", "load_pretrained"]
 
 POS_ENCODINGS = ("learned", "sinusoidal", "rope", "alibi", "none")
 ACTIVATIONS = {
@@ -410,3 +410,11 @@ class GPTClassifier(nn.Module):
             return logits, None
         return logits, F.cross_entropy(_at_least_float32(logits), labels)
 
+
+
+def load_pretrained(name: str = "shakespeare_char", device="cpu"):
+    """The character-level GPT that ships with the package: (model, vocab, info).
+
+    See course_lib.pretrained (trained by course_lib.training, lesson 07)."""
+    from course_lib.pretrained import load_pretrained as _load
+    return _load(name, device)

@@ -93,3 +93,25 @@ def loglog_fit_plot(x, y, *, label: str = "measured", xlabel: str = "", ylabel: 
     ax.legend()
     ax.grid(alpha=0.3, which="both")
     return ax, slope
+
+
+def loss_curve(history: Sequence[Mapping], train_losses: Sequence[float] | None = None, *,
+               title: str = "loss", ax=None):
+    """Training curves from course_lib.training: the loss of every step (faint), and the
+    evaluated train and validation losses (markers) against the optimizer step. Returns the axes."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    if train_losses:
+        steps = np.arange(1, len(train_losses) + 1)
+        ax.plot(steps, train_losses, color="tab:blue", alpha=0.25, linewidth=0.8,
+                label="train (each step)")
+    if history:
+        steps = [r["step"] for r in history]
+        ax.plot(steps, [r["train_loss"] for r in history], "o-", color="tab:blue", markersize=4,
+                label="train (evaluated)")
+        ax.plot(steps, [r["val_loss"] for r in history], "s-", color="tab:orange", markersize=4,
+                label="validation")
+    ax.set(title=title, xlabel="optimizer step", ylabel="cross-entropy (nats / token)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return ax

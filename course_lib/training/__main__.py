@@ -1,0 +1,91 @@
+"""python -m course_lib.training --config NAME [--FIELD VALUE ...] [--resume PATH] [--export PATH]"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shlex
+import sys
+
+import torch
+
+from course_lib.training.checkpoint import CheckpointError
+from course_lib.training.config import CONFIGS, TrainConfig
+from course_lib.training.loop import config_from_checkpoint, train
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    presets = "\n".join(
+        f"  {name:30s} {c.n_layer} layers x {c.n_embd} wide, context {c.block_size}, batch "
+        f"{c.batch_size}, {c.max_iters} steps, lr {c.learning_rate:g}, device {c.device}"
+        for name, c in CONFIGS.items())
+    parser = argparse.ArgumentParser(
+        prog="python -m course_lib.training",
+        description="Train a character-level GPT (lesson 07). Every TrainConfig field can be "
+                    "overridden by name, e.g. --max_iters 500 --device cpu.",
+        epilog=f"presets (--config):\n{presets}\n\nunder torchrun the run is data-parallel "
+               "(DDP): torchrun --standalone --nproc_per_node=N -m course_lib.training ...",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", choices=sorted(CONFIGS), help="the preset to start from")
+    parser.add_argument("--resume", metavar="PATH", help="continue from this checkpoint")
+    parser.add_argument("--export", metavar="PATH",
+                        help="at the end, write the model as a float16 pretrained file "
+                             "(course_lib.pretrained) with its validation loss")
+    for f in dataclasses.fields(TrainConfig):
+        kind = {bool: _parse_bool, int: int, float: float, str: str}[type(f.default)]
+        parser.add_argument(f"--{f.name}", type=kind, default=None, metavar=type(f.default).__name__.upper(),
+                            help=f"(default from the preset; TrainConfig default {f.default!r})")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)
+                 if getattr(args, f.name) is not None}
+    try:
+        if args.config is None and args.resume is None:
+            parser.error("give --config NAME (a preset) or --resume PATH")
+        if args.config is not None:
+            config = CONFIGS[args.config].replace(**overrides)
+        else:
+            config = config_from_checkpoint(args.resume, **overrides)
+        result = train(config, resume=args.resume)
+    except (CheckpointError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if result.checkpoint_path is not None:
+        last = result.history[-1]
+        print(f"step {result.step}: train {last['train_loss']:.4f}, val {last['val_loss']:.4f} "
+              f"(best {result.best_val_loss:.4f}); {result.elapsed:.1f} s; "
+              f"{result.tokens_per_second:,.0f} tokens/s"
+              + (f"; MFU {100 * result.mfu:.1f}%" if result.mfu is not None else "")
+              + (f"; target reached at {result.target_reached_at:.1f} s"
+                 if result.target_reached_at is not None else ""))
+        print(f"checkpoint: {result.checkpoint_path}")
+        if args.export:
+            from course_lib.pretrained import export_pretrained
+            device = torch.cuda.get_device_name() if result.device.startswith("cuda") else result.device
+            info = export_pretrained(
+                result.model, result.vocab, args.export,
+                command="python -m course_lib.training " + shlex.join(argv),
+                train_config=dataclasses.asdict(config), steps=result.step, trained_on=device)
+            print(f"exported {args.export} ({info['bytes'] / 1e6:.2f} MB), validation loss "
+                  f"{info['val_loss']:.4f}")
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

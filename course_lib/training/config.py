@@ -1,0 +1,138 @@
+"""What a training run is: `TrainConfig` and the named presets in `CONFIGS`."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, fields
+
+from course_lib.model import GPTConfig
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+@dataclass
+class TrainConfig:
+    """Every knob of a run; each field can be overridden on the command line by name."""
+
+    # data: a character-level corpus from course_lib.data
+    dataset: str = "tinyshakespeare"
+    val_fraction: float = 0.1
+    # model (a course_lib.model.GPTConfig; vocab_size comes from the data)
+    block_size: int = 256
+    n_layer: int = 6
+    n_head: int = 6
+    n_embd: int = 384
+    dropout: float = 0.2
+    bias: bool = False
+    pos_encoding: str = "learned"
+    activation: str = "gelu"
+    # optimisation: AdamW, linear warmup then cosine decay to min_lr
+    batch_size: int = 64            # sequences per micro-step, all ranks together
+    grad_accum_steps: int = 1       # micro-steps per optimizer step
+    max_iters: int = 5000           # optimizer steps
+    learning_rate: float = 1e-3
+    min_lr: float = 1e-4
+    warmup_iters: int = 100
+    lr_decay_iters: int = 0         # 0: decay over max_iters
+    weight_decay: float = 0.1       # on matrices only (not biases, LayerNorms, embeddings' ...)
+    beta1: float = 0.9
+    beta2: float = 0.99
+    grad_clip: float = 1.0          # the global gradient norm is clipped to this (0: off)
+    # evaluation
+    eval_interval: int = 250        # steps between evaluations (and one at the end)
+    eval_iters: int = 200           # batches per split per evaluation
+    target_loss: float = 0.0        # > 0: stop at the first evaluation with val loss <= this
+    # run
+    out_dir: str = "runs/shakespeare_char"
+    checkpoint_interval: int = 0    # steps between checkpoints (0: only the final one)
+    seed: int = 1337
+    device: str = "auto"            # auto (course_lib.device.pick_device), cpu, cuda, cuda:N, mps
+    dtype: str = "auto"             # auto: bfloat16 autocast on CUDA when supported, else float32
+    compile: bool = False           # torch.compile the model
+    data_on_device: bool = True     # keep the whole token tensor on the device
+    progress: bool = True           # a tqdm bar with the loss and tokens/s
+    plot: bool = True               # write loss.png in out_dir at the end
+
+    def __post_init__(self) -> None:
+        for name in ("block_size", "n_layer", "n_head", "n_embd", "batch_size", "grad_accum_steps",
+                     "max_iters", "eval_interval", "eval_iters"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"TrainConfig.{name} must be an integer >= 1, got {value!r}.")
+        for name in ("warmup_iters", "lr_decay_iters", "checkpoint_interval", "seed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"TrainConfig.{name} must be an integer >= 0, got {value!r}.")
+        if not 0 < self.learning_rate or not 0 <= self.min_lr <= self.learning_rate:
+            raise ValueError(f"need 0 < learning_rate and 0 <= min_lr <= learning_rate, got "
+                             f"learning_rate={self.learning_rate}, min_lr={self.min_lr}.")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"TrainConfig.dropout must be in [0, 1), got {self.dropout}.")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"TrainConfig.dtype must be one of {DTYPES}, got {self.dtype!r}.")
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd={self.n_embd} must be divisible by n_head={self.n_head}.")
+
+    def model_config(self, vocab_size: int) -> GPTConfig:
+        return GPTConfig(vocab_size=vocab_size, block_size=self.block_size, n_layer=self.n_layer,
+                         n_head=self.n_head, n_embd=self.n_embd, dropout=self.dropout,
+                         bias=self.bias, pos_encoding=self.pos_encoding,
+                         activation=self.activation)
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.batch_size * self.grad_accum_steps * self.block_size
+
+    def replace(self, **changes) -> TrainConfig:
+        unknown = sorted(set(changes) - {f.name for f in fields(self)})
+        if unknown:
+            raise ValueError(f"unknown TrainConfig field(s) {unknown}; the fields are "
+                             f"{[f.name for f in fields(self)]}.")
+        return dataclasses.replace(self, **changes)
+
+
+# Fields that change what is trained; a resumed run must keep them (the others, such as
+# max_iters, device or progress, may change between the interrupted run and its resumption).
+TRAJECTORY_FIELDS = ("dataset", "val_fraction", "block_size", "n_layer", "n_head", "n_embd",
+                     "dropout", "bias", "pos_encoding", "activation", "batch_size",
+                     "grad_accum_steps", "learning_rate", "min_lr", "warmup_iters",
+                     "lr_decay_iters", "weight_decay", "beta1", "beta2", "grad_clip", "seed",
+                     "eval_iters")
+
+CONFIGS: dict[str, TrainConfig] = {
+    # nanoGPT's config/train_shakespeare_char.py, the reference recipe (bf16 and compile as in
+    # nanoGPT's defaults on a GPU).
+    "nanogpt_shakespeare_char": TrainConfig(
+        out_dir="runs/nanogpt_shakespeare_char", compile=True),
+    # nanoGPT's README "on a MacBook" CPU recipe: 4 x 4 x 128, context 64, batch 12, no dropout.
+    "nanogpt_shakespeare_char_cpu": TrainConfig(
+        block_size=64, n_layer=4, n_head=4, n_embd=128, dropout=0.0, batch_size=12,
+        max_iters=2000, lr_decay_iters=2000, eval_iters=20, eval_interval=250, device="cpu",
+        out_dir="runs/nanogpt_shakespeare_char_cpu"),
+    # The course's CPU preset (lesson 07 trains it live): the same small model, a larger
+    # batch at a higher learning rate, so that it reaches the CPU recipe's loss in less time.
+    "shakespeare_char_cpu": TrainConfig(
+        block_size=64, n_layer=4, n_head=4, n_embd=128, dropout=0.0, batch_size=32,
+        max_iters=1000, learning_rate=3e-3, min_lr=3e-4, warmup_iters=50, eval_iters=20,
+        eval_interval=100, device="cpu", out_dir="runs/shakespeare_char_cpu"),
+    # The course's GPU preset: bf16 autocast, torch.compile, the data on the GPU, fewer and
+    # smaller evaluations, a larger batch at a higher learning rate.
+    "shakespeare_char_gpu": TrainConfig(
+        block_size=256, n_layer=6, n_head=6, n_embd=384, dropout=0.1, batch_size=128,
+        max_iters=2500, learning_rate=2e-3, min_lr=2e-4, warmup_iters=100, eval_iters=20,
+        eval_interval=100, compile=True, out_dir="runs/shakespeare_char_gpu"),
+    # The checkpoint that ships in course_lib/pretrained (<= 5 MB as float16):
+    #   python -m course_lib.training --config shakespeare_char_pretrained \
+    #       --export course_lib/pretrained/shakespeare_char.pt
+    "shakespeare_char_pretrained": TrainConfig(
+        block_size=256, n_layer=6, n_head=6, n_embd=144, dropout=0.1, batch_size=64,
+        max_iters=6000, learning_rate=2e-3, min_lr=2e-4, warmup_iters=200, eval_iters=50,
+        eval_interval=500, out_dir="runs/shakespeare_char_pretrained"),
+}
+
+
+def preset(name: str, **overrides) -> TrainConfig:
+    """CONFIGS[name] with some fields changed; an unknown name lists the presets."""
+    if name not in CONFIGS:
+        raise ValueError(f"unknown preset {name!r}; the presets are {sorted(CONFIGS)}.")
+    return CONFIGS[name].replace(**overrides)
