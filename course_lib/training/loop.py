@@ -389,7 +389,7 @@ def train(config: TrainConfig, *, resume: str | os.PathLike | None = None,
         evaluate()
     checkpoint("final.pt")
     if is_main and config.plot:
-        from course_lib.viz import loss_curve
+        from course_lib.viz.plots import loss_curve
         fig = loss_curve(result.history, result.train_losses).figure
         fig.savefig(out_dir / "loss.png", dpi=100, bbox_inches="tight")
         import matplotlib.pyplot as plt
