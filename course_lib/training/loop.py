@@ -101,9 +101,10 @@ class BatchSampler:
                                generator=self.generator)[self.rows]
         index = (starts[:, None] + self.offsets).to(self.data.device, non_blocking=True)
         window = self.data[index]
-        if window.device != self.device:
-            window = window.pin_memory().to(self.device, non_blocking=True) \
-                if self.device.type == "cuda" else window.to(self.device)
+        if window.device.type != self.device.type:
+            if self.device.type == "cuda":
+                window = window.pin_memory()
+            window = window.to(self.device, non_blocking=True)
         return window[:, :-1], window[:, 1:]
 
 
@@ -150,6 +151,8 @@ def _setup_distributed(config: TrainConfig) -> tuple[int, int, torch.device]:
         device = torch.device(f"cuda:{local_rank}") if use_cuda else torch.device("cpu")
         return dist.get_rank(), world_size, device
     device = pick_device() if config.device == "auto" else torch.device(config.device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
     return 0, 1, device
 
 
