@@ -34,7 +34,8 @@ def test_it_was_trained_by_the_documented_preset(shipped):
     assert (c.n_layer, c.n_head, c.n_embd, c.block_size) == (
         preset.n_layer, preset.n_head, preset.n_embd, preset.block_size)
     assert info["train_config"]["max_iters"] == preset.max_iters == info["steps"]
-    assert isinstance(model, GPT) and not model.training
+    assert isinstance(model, GPT)
+    assert not model.training, "load_pretrained returns the model in eval mode"
     assert len(vocab) == c.vocab_size == 65
 
 
@@ -55,8 +56,9 @@ def test_it_is_confident_where_the_next_character_is_obvious(shipped, prompt, ex
     with torch.no_grad():
         probs = model(torch.tensor([vocab.encode(prompt)]))[0][0, -1].softmax(-1)
     top = vocab.decode([int(probs.argmax())])
-    assert top == expected and probs.max() > 0.9, (
-        f"after {prompt[-20:]!r} the model predicts {top!r} with p = {float(probs.max()):.3f}")
+    message = f"after {prompt[-20:]!r} the model predicts {top!r} with p = {float(probs.max()):.3f}"
+    assert top == expected, message
+    assert probs.max() > 0.9, message
 
 
 def test_a_damaged_file_is_refused_with_its_name(tmp_path, monkeypatch):
