@@ -197,6 +197,41 @@ FORBIDDEN_ANSWERS: dict[str, dict[str, str]] = {
                 return logits, F.cross_entropy(logits, labels)
         """,
     },
+    "07_training": {
+        "get_batch_answer": """
+            def get_batch(data, batch_size, block_size, generator=None):
+                return get_batch_ref(data, batch_size, block_size, generator=generator)
+        """,
+        "lr_answer": """
+            def lr_at(step, max_lr, min_lr, warmup_iters, decay_iters):
+                return ref.warmup_cosine_lr(step, max_lr=max_lr, min_lr=min_lr,
+                                            warmup_iters=warmup_iters, decay_iters=decay_iters)
+        """,
+        "clip_answer": """
+            def clip_grad_norm(parameters, max_norm):
+                params = [p for p in parameters if p.grad is not None]
+                if max_norm <= 0:
+                    raise ValueError("max_norm must be positive")
+                return float(torch.nn.utils.clip_grad_norm_(params, max_norm)) if params else 0.0
+        """,
+        "accum_answer": """
+            def accumulated_step(model, micro_batches, optimizer):
+                optimizer.zero_grad(set_to_none=True)
+                x = torch.cat([x for x, _ in micro_batches])
+                y = torch.cat([y for _, y in micro_batches])
+                _, loss = model(x, y)
+                loss.backward()
+                optimizer.step()
+                return loss.item()
+        """,
+        "flops_answer": """
+            def flops_per_token(config):
+                return ref.flops_per_token(config)
+
+            def mfu(config, tokens_per_second, peak_flops):
+                return ref.estimate_mfu(ref.flops_per_token(config), tokens_per_second, peak=peak_flops)
+        """,
+    },
 }
 
 NEVER_FINISHES = textwrap.dedent("""
