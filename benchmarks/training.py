@@ -69,16 +69,17 @@ def time_to_loss(args) -> None:
               f"{result.first_step_seconds:>10.1f}s {result.tokens_per_second:>11,.0f} "
               f"{('%.1f%%' % (100 * mfu)) if mfu is not None else '-':>6}")
     ref, ours = rows[0], rows[1] if len(rows) > 1 else None
-    if ours is not None and ours[2] is not None:
-        if ref[2] is not None:
-            print(f"\nreference time / ours: {ref[2] / ours[2]:.2f}x")
-        else:   # the reference missed the target: compare at the best loss it did reach
-            best = ref[1].best_val_loss
-            t_ours = next(r["elapsed"] for r in ours[1].history if r["val_loss"] <= best) \
-                if ours[1].best_val_loss <= best else None
-            print(f"\nthe reference never reached {target} (best {best:.4f} in {ref[3]:.1f} s); "
-                  + (f"ours reached {best:.4f} at {t_ours:.1f} s: reference time / ours >= "
-                     f"{ref[3] / t_ours:.2f}x" if t_ours else "nor did ours reach its best"))
+    if ours is None:
+        return
+    if ref[2] is not None and ours[2] is not None:
+        print(f"\nreference time / ours: {ref[2] / ours[2]:.2f}x")
+    elif ref[2] is None:   # the reference missed the target: compare at the best loss it reached
+        best = ref[1].best_val_loss
+        t_ref = next(r["elapsed"] for r in ref[1].history if r["val_loss"] <= best)
+        t_ours = next((r["elapsed"] for r in ours[1].history if r["val_loss"] <= best), None)
+        print(f"\nthe reference never reached {target}; its best was {best:.4f} at {t_ref:.1f} s; "
+              + (f"ours reached {best:.4f} at {t_ours:.1f} s: reference time / ours = "
+                 f"{t_ref / t_ours:.2f}x" if t_ours is not None else f"ours never reached {best:.4f}"))
 
 
 def throughput(args) -> None:
