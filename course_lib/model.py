@@ -196,14 +196,17 @@ class Block(nn.Module):
         self.dropout = nn.Dropout(c.dropout)
 
     def attend(self, h: torch.Tensor, score_bias: torch.Tensor | None,
-               positions: torch.Tensor | None) -> torch.Tensor:
-        """Causal self-attention of h; only rotary attention takes positions."""
+               positions: torch.Tensor | None, cache=None) -> torch.Tensor:
+        """Causal self-attention of h; only rotary attention takes positions. With a layer cache
+        (lesson 08), h holds the new tokens only and they attend to every cached one too."""
         extra = {} if positions is None else {"positions": positions}
+        if cache is not None:
+            extra["cache"] = cache
         return self.attn(h, mask=score_bias, is_causal=True, **extra)[0]
 
     def forward(self, x: torch.Tensor, score_bias: torch.Tensor | None = None,
-                positions: torch.Tensor | None = None) -> torch.Tensor:
-        x = x + self.dropout(self.attend(self.ln_1(x), score_bias, positions))
+                positions: torch.Tensor | None = None, cache=None) -> torch.Tensor:
+        x = x + self.dropout(self.attend(self.ln_1(x), score_bias, positions, cache))
         return x + self.dropout(self.mlp(self.ln_2(x)))
 
 
@@ -218,8 +221,8 @@ class PostLNBlock(Block):
     """
 
     def forward(self, x: torch.Tensor, score_bias: torch.Tensor | None = None,
-                positions: torch.Tensor | None = None) -> torch.Tensor:
-        x = self.ln_1(x + self.dropout(self.attend(x, score_bias, positions)))
+                positions: torch.Tensor | None = None, cache=None) -> torch.Tensor:
+        x = self.ln_1(x + self.dropout(self.attend(x, score_bias, positions, cache)))
         return self.ln_2(x + self.dropout(self.mlp(x)))
 
 class GPT(nn.Module):
@@ -268,7 +271,7 @@ class GPT(nn.Module):
             n -= 0 if self.config.tie_weights else self.wte.weight.numel()
         return n
 
-    def _check_idx(self, idx: torch.Tensor) -> None:
+    def _check_idx(self, idx: torch.Tensor, start: int = 0) -> None:
         _check_ids(idx, self.config.vocab_size)
         if idx.dim() != 2:
             hint = " (add a batch dim with idx[None])" if idx.dim() == 1 else ""
@@ -276,6 +279,12 @@ class GPT(nn.Module):
         T, block_size = idx.shape[1], self.config.block_size
         if T == 0:
             raise ValueError("idx has no tokens (T = 0): give the model at least one token.")
+        if start and start + T > block_size and self.config.pos_encoding == "learned":
+            raise ValueError(
+                f"the cache holds {start} tokens and {T} more would reach position {start + T - 1}, "
+                f"but learned positions stop at {block_size - 1} (block_size={block_size}): start "
+                f"again without the cache from the last {block_size} tokens, or use a model with "
+                "pos_encoding 'sinusoidal', 'rope', 'alibi' or 'none'.")
         if T > block_size and self.config.pos_encoding == "learned":
             raise ValueError(
                 f"a sequence of {T} tokens is longer than block_size={block_size}, and learned "
@@ -283,27 +292,56 @@ class GPT(nn.Module):
                 f"its last {block_size} tokens (idx[:, -{block_size}:]). Models with pos_encoding "
                 "'sinusoidal', 'rope', 'alibi' or 'none' run on longer inputs.")
 
-    def hidden_states(self, idx: torch.Tensor) -> torch.Tensor:
-        """The final, normalised token vectors LN(X_L), (B, T, n_embd): what the heads read."""
-        self._check_idx(idx)
+    def hidden_states(self, idx: torch.Tensor, *, cache=None) -> torch.Tensor:
+        """The final, normalised token vectors LN(X_L), (B, T, n_embd): what the heads read.
+
+        With a `KVCache` holding L tokens, idx holds the next T tokens: they sit at positions
+        L ... L+T-1 (the position table, the sinusoids, RoPE's angles and ALiBi's distances all
+        use these), their keys and values are appended to the cache, and they attend to all L+T.
+        """
+        start = 0 if cache is None else self._check_cache(cache, idx)
+        self._check_idx(idx, start)
         c, T = self.config, idx.shape[1]
+        positions = torch.arange(start, start + T, device=idx.device)
         x = self.wte(idx)
         if c.pos_encoding == "learned":
-            x = x + self.wpe(torch.arange(T, device=idx.device))
+            x = x + self.wpe(positions)
         elif c.pos_encoding == "sinusoidal":
-            x = x + sinusoidal_encoding(torch.arange(T, device=idx.device), c.n_embd, dtype=x.dtype)
+            x = x + sinusoidal_encoding(positions, c.n_embd, dtype=x.dtype)
         x = self.drop(x)
-        score_bias = alibi_bias(c.n_head, T, device=idx.device).to(x.dtype) if c.pos_encoding == "alibi" else None
-        for block in self.blocks:
-            x = block(x, score_bias)
+        score_bias = (alibi_bias(c.n_head, T, Tk=start + T, device=idx.device).to(x.dtype)
+                      if c.pos_encoding == "alibi" else None)
+        rope_positions = positions if cache is not None and c.pos_encoding == "rope" else None
+        for i, block in enumerate(self.blocks):
+            x = block(x, score_bias, rope_positions, None if cache is None else cache.layer(i))
         return self.ln_f(x)
+
+    def _check_cache(self, cache, idx: torch.Tensor) -> int:
+        """The number of tokens the cache holds, after checking that it was made for this model."""
+        from course_lib.kv_cache import KVCache
+
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be a course_lib.kv_cache.KVCache, got {type(cache).__name__}; "
+                            "create one with KVCache.for_model(model, batch_size).")
+        c = self.config
+        got = (cache.n_layers, cache.n_kv_heads, cache.d_head)
+        if got != (c.n_layer, c.n_kv_head, c.head_size):
+            raise ValueError(f"this cache has (n_layers, n_kv_heads, d_head) = {got}, the model needs "
+                             f"{(c.n_layer, c.n_kv_head, c.head_size)}: create it with "
+                             "KVCache.for_model(model, batch_size).")
+        if isinstance(idx, torch.Tensor) and idx.dim() == 2 and idx.shape[0] != cache.batch_size:
+            raise ValueError(f"idx has batch size {idx.shape[0]}, the cache {cache.batch_size}: one "
+                             "cache row per sequence (cache.reorder(indices) selects or repeats rows).")
+        if len(set(cache._lengths)) > 1:
+            raise ValueError(f"the cache's layers hold different numbers of tokens {cache._lengths} "
+                             "(an earlier forward failed half-way): call cache.reset() and start again.")
+        return cache.length
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *,
                 cache=None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if cache is not None:
-            raise NotImplementedError("the KV cache arrives in lesson 08 (course_lib.kv_cache); "
-                                      "call the model without cache= until then.")
-        logits = self.lm_head(self.hidden_states(idx))
+        """(logits, loss). cache: a `course_lib.kv_cache.KVCache`; idx then holds only the tokens
+        that follow the cached ones, and the logits are theirs (B, T_new, vocab_size)."""
+        logits = self.lm_head(self.hidden_states(idx, cache=cache))
         if targets is None:
             return logits, None
         if targets.shape != idx.shape:

@@ -222,13 +222,16 @@ class MultiHeadAttention(nn.Module):
     shrink the KV cache by n_heads / n_kv_heads.
 
     Steps are separate methods so later lessons can extend one of them:
-        project_qkv -> (KV cache goes here) -> attend -> merge_heads -> out_proj
+        project_qkv -> cached_kv (lesson 08) -> attend -> merge_heads -> out_proj
 
-    forward(x, kv=None, mask=None, is_causal=False, need_weights=False) -> (out, weights):
+    forward(x, kv=None, mask=None, is_causal=False, need_weights=False, *, cache=None)
+    -> (out, weights):
         x (B, Tq, d_model); kv (B, Tk, d_model) for cross-attention (default: x);
         mask broadcastable to (B, H, Tq, Tk), bool True = may attend or float added;
         is_causal adds causal_mask(Tq, Tk);
-        weights (B, H, Tq, Tk) per head if need_weights else None.
+        weights (B, H, Tq, Tk) per head if need_weights else None;
+        cache: one layer of a `course_lib.kv_cache.KVCache` (`cache.layer(i)`): x holds only the
+        new tokens, their k, v are appended, and they attend to every cached position.
     Without need_weights the fused torch.nn.functional.scaled_dot_product_attention runs
     (fast path); with it, the explicit `scaled_dot_product_attention` of this module does.
     """
@@ -285,6 +288,8 @@ class MultiHeadAttention(nn.Module):
         Tq, Tk = q.shape[-2], k.shape[-2]
         if mask is not None:
             _check_mask(mask, Tq, Tk)
+        if is_causal and Tq == 1:
+            is_causal = False   # one query, aligned to the end, sees every key: nothing to mask
         if need_weights:
             return scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal=is_causal)
         if is_causal and mask is None and Tq == Tk:
@@ -300,17 +305,31 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, kv: torch.Tensor | None = None,
                 mask: torch.Tensor | None = None, is_causal: bool = False,
-                need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+                need_weights: bool = False, *, cache=None) -> tuple[torch.Tensor, torch.Tensor | None]:
         self._check_input("x", x)
         if kv is not None:
             self._check_input("kv", kv)
             if kv.shape[0] != x.shape[0]:
                 raise ValueError(f"x and kv must have the same batch size, got {x.shape[0]} "
                                  f"and {kv.shape[0]}.")
+            if cache is not None:
+                raise ValueError("cache= is for self-attention (kv=None): a decoder caches the keys "
+                                 "and values of its own past tokens.")
         q, k, v = self.project_qkv(x, kv)
+        k, v = self.cached_kv(k, v, cache)
         out, weights = self.attend(q, k, v, mask=mask, is_causal=is_causal,
                                    need_weights=need_weights)
         return self.out_proj(merge_heads(out)), weights
+
+    @staticmethod
+    def cached_kv(k: torch.Tensor, v: torch.Tensor, cache) -> tuple[torch.Tensor, torch.Tensor]:
+        """With a layer cache (anything with update(k, v), such as course_lib.kv_cache's), append
+        the new tokens' k, v (B, H_kv, T, d_h) and return every cached position's; else k, v.
+
+        The queries are then the last T of the Tk positions, which is how `is_causal` and
+        `causal_mask(Tq, Tk)` align them.
+        """
+        return (k, v) if cache is None else cache.update(k, v)
 
     def extra_repr(self) -> str:
         return (f"d_model={self.d_model}, n_heads={self.n_heads}, n_kv_heads={self.n_kv_heads}, "

@@ -149,6 +149,8 @@ class RotaryMultiHeadAttention(RelativeSelfAttention):
     is_causal=False, need_weights=False, positions=None): positions are the tokens' absolute
     positions, (T,) for every sequence or (B, T) per sequence (like `transformers`'
     position_ids); default 0 ... T-1. Values are not rotated. Self-attention only.
+    With a KV cache (cache=, lesson 08) x holds only the new tokens: pass their true positions
+    (L ... L+T-1 after L cached tokens), or they would be rotated as if they came first.
     """
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None,
@@ -159,7 +161,7 @@ class RotaryMultiHeadAttention(RelativeSelfAttention):
 
     def forward(self, x: torch.Tensor, kv: torch.Tensor | None = None,
                 mask: torch.Tensor | None = None, is_causal: bool = False,
-                need_weights: bool = False, positions: torch.Tensor | None = None
+                need_weights: bool = False, positions: torch.Tensor | None = None, *, cache=None
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
         self.reject_kv(kv)
         self._check_input("x", x)
@@ -173,6 +175,7 @@ class RotaryMultiHeadAttention(RelativeSelfAttention):
         q, k, v = self.project_qkv(x)
         q = apply_rope(q, positions, self.base)
         k = apply_rope(k, positions, self.base)
+        k, v = self.cached_kv(k, v, cache)      # keys are cached rotated, at their own positions
         out, weights = self.attend(q, k, v, mask=mask, is_causal=is_causal, need_weights=need_weights)
         return self.out_proj(merge_heads(out)), weights
 

@@ -63,7 +63,7 @@ def load_checkpoint(path: str | os.PathLike, map_location="cpu") -> dict:
             OSError) as error:
         raise CheckpointError(
             f"{path}: not a readable checkpoint, it is truncated or corrupt "
-            f"({type(error).__name__}: {str(error).splitlines()[0][:120]}). Resume from an "
+            f"({type(error).__name__}: {_first_line(error)}). Resume from an "
             "earlier checkpoint or start the run again without --resume.") from error
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         found = state.get("format") if isinstance(state, dict) else type(state).__name__
@@ -76,3 +76,10 @@ def load_checkpoint(path: str | os.PathLike, map_location="cpu") -> dict:
         raise CheckpointError(f"{path}: checkpoint lacks {missing}; it was not written by this "
                               "version of course_lib.training. Start the run again.")
     return state
+
+
+def _first_line(error: BaseException) -> str:
+    """The first line of an error's message, at most 120 characters ('empty file' when a 0-byte
+    file leaves torch.load's EOFError without a message)."""
+    lines = str(error).strip().splitlines()
+    return lines[0][:120] if lines else "empty file"

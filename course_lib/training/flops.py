@@ -11,12 +11,15 @@ any machine; here the peak is the actual device's, from the table below.
 
 from __future__ import annotations
 
+import re
+
 import torch
 
 from course_lib.model import GPTConfig, count_parameters
 
 # Dense bf16 tensor-core peaks, FLOP/s, from the vendors' datasheets (no sparsity).
-# Matched against torch.cuda.get_device_name in order, so specific names come first.
+# Matched as whole words against torch.cuda.get_device_name, in order, so specific names come
+# first ("H100 PCIe" before "H100"); "L4" does not match an L40, nor "H200" a GH200.
 GPU_PEAK_FLOPS: dict[str, float] = {
     "H100 PCIe": 756e12,
     "H100 NVL": 835e12,
@@ -57,10 +60,15 @@ def peak_flops(device: torch.device | str) -> float | None:
     device = torch.device(device)
     if device.type != "cuda":
         return None
-    name = torch.cuda.get_device_name(device)
-    for key, value in GPU_PEAK_FLOPS.items():
-        if key in name:
-            return value
+    entry = gpu_table_entry(torch.cuda.get_device_name(device))
+    return None if entry is None else GPU_PEAK_FLOPS[entry]
+
+
+def gpu_table_entry(device_name: str) -> str | None:
+    """The first GPU_PEAK_FLOPS key found in device_name as a whole word, or None."""
+    for key in GPU_PEAK_FLOPS:
+        if re.search(rf"(?<![A-Za-z0-9]){re.escape(key)}(?![A-Za-z0-9])", device_name):
+            return key
     return None
 
 
@@ -73,6 +81,8 @@ def estimate_mfu(flops_per_token: float, tokens_per_second: float,
     if flops_per_token <= 0 or tokens_per_second < 0:
         raise ValueError(f"need flops_per_token > 0 and tokens_per_second >= 0, got "
                          f"{flops_per_token}, {tokens_per_second}.")
+    if peak is not None and not peak > 0:
+        raise ValueError(f"peak must be the device's peak FLOP/s, a number > 0, got {peak}.")
     if peak is None:
         peak = peak_flops(device) if device is not None else None
     if peak is None:

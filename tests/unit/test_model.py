@@ -421,11 +421,6 @@ def test_bad_token_ids_are_refused_with_a_clear_message(make_idx, error, match):
         model(make_idx())
 
 
-def test_the_kv_cache_is_not_there_yet_and_the_error_names_lesson_08():
-    with pytest.raises(NotImplementedError, match="lesson 08"):
-        _gpt()(_ids(1, 4), cache=object())
-
-
 # ------------------------------------------------------------------------------------------
 # loss
 # ------------------------------------------------------------------------------------------
