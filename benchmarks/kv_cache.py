@@ -5,7 +5,8 @@ A GPT-2-small-sized model with random weights (GPT2Config's defaults, float32) i
 course GPT with GPT.from_hf_gpt2. From the same 32-token prompt each contender generates 256
 tokens greedily at batch 1; all three must produce identical tokens (the script stops if not).
 Rounds alternate the contenders; the medians are compared and printed as ratios (>= 1: ours is
-faster).
+faster). A fourth contender is our cached generation with every weight stored contiguous (out, in),
+nn.Linear's default, which measures what GPT's input-major layout of widening weights buys.
 
     python benchmarks/kv_cache.py                  # GPT-2 small, prompt 32, 256 new tokens
     python benchmarks/kv_cache.py --device cuda    # the same on a GPU
@@ -20,6 +21,7 @@ import statistics
 import time
 
 import torch
+import torch.nn as nn
 
 from course_lib.generation import generate
 from course_lib.model import GPT
@@ -33,6 +35,17 @@ def timed(fn, device: str) -> tuple[float, torch.Tensor]:
     if device == "cuda":
         torch.cuda.synchronize()
     return time.perf_counter() - start, out
+
+
+def with_plain_layout(model: GPT) -> GPT:
+    """model with every weight contiguous as nn.Linear stores it (out, in), the tie kept."""
+    for module in model.modules():
+        if isinstance(module, nn.Linear) and not module.weight.is_contiguous():
+            relaid = nn.Parameter(module.weight.detach().contiguous())
+            if module.weight is model.wte.weight:
+                model.wte.weight = relaid
+            module.weight = relaid
+    return model
 
 
 def main() -> None:
@@ -53,6 +66,7 @@ def main() -> None:
                            activation_function="gelu_new", bos_token_id=0, eos_token_id=0)
     peer = GPT2LMHeadModel(hf_config).eval().to(args.device)
     ours = GPT.from_hf_gpt2(peer).eval()
+    plain = with_plain_layout(GPT.from_hf_gpt2(peer).eval())
     prompt = torch.randint(0, hf_config.vocab_size, (1, args.prompt), device=args.device)
     # eos_token_id=None: generate exactly `new` tokens, whatever they are (no early stop)
     greedy = GenerationConfig(max_new_tokens=args.new, do_sample=False, num_beams=1,
@@ -65,15 +79,16 @@ def main() -> None:
     contenders = {
         "ours, cached": lambda: generate(ours, prompt, args.new, use_cache=True),
         "transformers, cached": peer_generate,
+        "ours, plain layout": lambda: generate(plain, prompt, args.new, use_cache=True),
         "ours, uncached": lambda: generate(ours, prompt, args.new, use_cache=False),
     }
     rounds = {"ours, cached": args.rounds, "transformers, cached": args.rounds,
-              "ours, uncached": args.uncached_rounds}
+              "ours, plain layout": args.rounds, "ours, uncached": args.uncached_rounds}
     print(f"torch {torch.__version__}, transformers {hf_version}, {platform.machine()}, "
           f"{torch.get_num_threads()} threads, device {args.device}; {ours.num_params():,} parameters "
           f"({ours.config.n_layer} x {ours.config.n_embd}), float32, batch 1, prompt {args.prompt}, "
           f"{args.new} new tokens, greedy")
-    for fn in (contenders["ours, cached"], peer_generate):   # warm-up
+    for fn in (contenders["ours, cached"], peer_generate, contenders["ours, plain layout"]):  # warm-up
         fn()
     times: dict[str, list[float]] = {name: [] for name in contenders}
     outputs = {}
@@ -87,7 +102,7 @@ def main() -> None:
         if not torch.equal(out.cpu(), reference.cpu()):
             first = int((out.cpu() != reference.cpu()).nonzero()[0, 1])
             raise SystemExit(f"{name} generated different tokens (first at position {first}): not comparable")
-    print("tokens identical: ours cached == ours uncached == transformers cached")
+    print("tokens identical: ours cached == ours uncached == transformers cached == ours plain layout")
     medians = {name: statistics.median(t) for name, t in times.items()}
     print(f"{'contender':<22} {'rounds':>6} {'seconds':>9} {'ms/token':>9} {'tokens/s':>9}")
     for name, seconds in medians.items():
@@ -97,6 +112,7 @@ def main() -> None:
     print(f"ours cached vs ours uncached:  {medians['ours, uncached'] / ours_s:.2f}x faster (goal >= 5x)")
     print(f"ours cached vs transformers:   {medians['transformers, cached'] / ours_s:.2f}x "
           "(their time / ours; goal >= 1.0x)")
+    print(f"input-major vs plain layout:   {medians['ours, plain layout'] / ours_s:.2f}x faster")
 
 
 if __name__ == "__main__":

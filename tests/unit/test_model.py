@@ -509,6 +509,50 @@ def test_gpt2_init_normal_002_and_residual_projections_scaled_by_one_over_sqrt_2
     assert checked == {"residual": 2 * n_layer, "other": 4 * n_layer + 3}, checked
 
 
+@pytest.mark.parametrize("tie_weights", [True, False])
+def test_widening_weights_are_stored_input_major_and_narrowing_ones_as_they_are(tie_weights):
+    """Generation reads each weight with one matrix-vector product per token; the layout is the
+    one BLAS reads faster (benchmarks/RESULTS.md). Only strides change, never values or shapes."""
+    model = _seeded(lambda: GPT(_config(n_kv_head=2, tie_weights=tie_weights)))
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Linear):
+            w = module.weight
+            widening = module.out_features >= module.in_features
+            assert w.shape == (module.out_features, module.in_features), name
+            assert w.t().is_contiguous() == widening, (
+                f"{name} ({module.in_features} -> {module.out_features}): W^T contiguous should be "
+                f"{widening}, strides {w.stride()}")
+    assert (model.lm_head.weight is model.wte.weight) == tie_weights, "the layout must keep the tie"
+
+
+def test_the_weight_layout_changes_no_value_no_gradient_and_survives_save_load_and_to():
+    model = _gpt()
+    dense = _gpt()
+    with torch.no_grad():   # the same values, every parameter contiguous (the plain layout)
+        for module in dense.modules():
+            if isinstance(module, nn.Linear) and not module.weight.is_contiguous():
+                relaid = nn.Parameter(module.weight.detach().contiguous())
+                if module.weight is dense.wte.weight:
+                    dense.wte.weight = relaid
+                module.weight = relaid
+    assert dense.lm_head.weight is dense.wte.weight
+    idx = _ids(2, 8)
+    logits, loss = model(idx, _ids(2, 8, seed=1))
+    dense_logits, dense_loss = dense(idx, _ids(2, 8, seed=1))
+    torch.testing.assert_close(logits, dense_logits, **TIGHT)
+    loss.backward()
+    dense_loss.backward()
+    for (name, p), q in zip(model.named_parameters(), dense.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, **TIGHT, msg=f"gradient of {name}")
+    copy = GPT(model.config).to(F64)
+    copy.load_state_dict(model.state_dict())
+    assert copy.lm_head.weight.t().is_contiguous(), "load_state_dict keeps the layout"
+    assert copy.lm_head.weight is copy.wte.weight, "load_state_dict keeps the tie"
+    torch.testing.assert_close(copy.eval()(idx)[0], logits.detach(), **TIGHT)
+    half = copy.to(torch.float32)
+    assert half.blocks[0].mlp.fc.weight.t().is_contiguous(), ".to(dtype) keeps the layout"
+
+
 PARAM_GRID = [
     {},
     {"bias": False},
