@@ -18,6 +18,7 @@ import torch
 from course_lib.generation import generate
 from course_lib.kv_cache import KVCache
 from course_lib.model import GPT
+from tests.interop.hf_weights import randomize
 
 pytest.importorskip("transformers")
 from transformers import GenerationConfig, GPT2Config, GPT2LMHeadModel  # noqa: E402
@@ -27,23 +28,7 @@ CONFIG = {"n_layer": 2, "n_head": 4, "n_embd": 32, "n_positions": 24, "vocab_siz
 D_HEAD = CONFIG["n_embd"] // CONFIG["n_head"]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Models this small run faster on one thread (and much faster on a busy 2-core machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def _randomize(model, seed=0):
-    """Every parameter random: weights N(0, 0.1), biases N(0, 0.1), LayerNorm weights 1 + N(0, 0.1)."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            noise = 0.1 * torch.randn(p.shape, generator=g).to(p.dtype)
-            p.copy_(1 + noise if "ln_" in name and name.endswith("weight") else noise)
-    return model
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +37,7 @@ def models():
     with torch.random.fork_rng():
         torch.manual_seed(0)
         hf = GPT2LMHeadModel(GPT2Config(bos_token_id=0, eos_token_id=0, **CONFIG))
-    hf = _randomize(hf).eval()
+    hf = randomize(hf).eval()
     return hf, GPT.from_hf_gpt2(hf).eval()
 
 

@@ -23,6 +23,7 @@ import torch
 import torch.nn as nn
 
 from course_lib.model import GPT, LayerNorm, count_parameters
+from tests.interop.hf_weights import randomize
 
 pytest.importorskip("transformers")
 from transformers import GPT2Config, GPT2LMHeadModel, GPT2Model  # noqa: E402
@@ -33,13 +34,7 @@ GPT2_SMALL_PARAMS = 124_439_808
 QUICK_BROWN_FOX = [464, 2068, 7586, 21831, 18045, 625, 262, 16931, 3290, 13]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Models this small run faster on one thread (and much faster on a busy 2-core machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 CASES = {
@@ -60,21 +55,11 @@ def _hf_config(**kwargs):
     return GPT2Config(bos_token_id=0, eos_token_id=0, **kwargs)
 
 
-def _randomize(model, seed=0):
-    """Every parameter random: weights N(0, 0.1), biases N(0, 0.1), LayerNorm weights 1 + N(0, 0.1)."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            noise = 0.1 * torch.randn(p.shape, generator=g).to(p.dtype)
-            p.copy_(1 + noise if "ln_" in name and name.endswith("weight") else noise)
-    return model
-
-
 def _hf_lm(case, seed=0, cls=GPT2LMHeadModel):
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = cls(_hf_config(**CASES[case]))
-    return _randomize(model, seed).eval()
+    return randomize(model, seed).eval()
 
 
 def _ids(B, T, vocab_size, seed=0):

@@ -42,13 +42,7 @@ HEADS = {"MHA": 4, "GQA": 2, "MQA": 1}
 CHUNKS = [3, 1, 4, 2, 5]            # a chunked prefill and decode: 15 tokens in all
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Models this small run faster on one thread (and much faster on a busy 2-core machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _gpt(seed=0, **overrides):

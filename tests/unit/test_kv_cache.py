@@ -36,13 +36,7 @@ TINY = {"vocab_size": 23, "block_size": 8, "n_layer": 2, "n_head": 4, "n_embd": 
 SIZES = (2, 3, 4, 6, 8)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tensors this small run faster on one thread (and much faster on a busy 2-core machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _gpt(seed=0, **overrides):

@@ -42,14 +42,7 @@ GPT2_SMALL_PARAMS = 124_439_808
 TINY = {"vocab_size": 23, "block_size": 8, "n_layer": 2, "n_head": 4, "n_embd": 16}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tensors this small run faster on one thread; on a busy 2-core machine, threads waiting
-    for each other at every op made the overfitting test 20x slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _randn(*shape, seed=0, dtype=F64):
