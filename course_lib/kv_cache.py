@@ -148,8 +148,13 @@ class KVCache:
             raise ValueError(f"indices must lie in 0..{self.batch_size - 1} (the cache's batch rows), "
                              f"got {lo if lo < 0 else hi}.")
         indices = indices.to(self.device)
-        self.k = self.k.index_select(1, indices)
-        self.v = self.v.index_select(1, indices)
+        used = max(self._lengths)
+        if len(indices) == self.batch_size:     # beams re-ranked: move only the positions in use
+            self.k[:, :, :, :used] = self.k[:, indices, :, :used]
+            self.v[:, :, :, :used] = self.v[:, indices, :, :used]
+        else:                                   # a new batch size: new buffers
+            self.k = self.k.index_select(1, indices)
+            self.v = self.v.index_select(1, indices)
 
     def reset(self) -> None:
         """Forget every token; the buffers stay allocated."""

@@ -221,7 +221,7 @@ def test_next_token_greedy_takes_the_first_maximum_and_sample_draws_from_the_sof
     drawn = next_token(certain, "sample", generator=torch.Generator().manual_seed(0))
     assert drawn.shape == (50, 1), f"sample returned shape {tuple(drawn.shape)}, expected (50, 1)"
     assert (drawn == 1).all(), "sampled a token of probability 0"
-    assert STRATEGIES == ("greedy", "sample"), f"STRATEGIES is {STRATEGIES}"
+    assert STRATEGIES == ("greedy", "sample", "beam"), f"STRATEGIES is {STRATEGIES}"
 
 
 @pytest.mark.parametrize("use_cache", [True, False])
@@ -278,11 +278,20 @@ def test_with_dropout_in_train_mode_cached_equals_uncached_because_generate_turn
     ([[1, 2]], {}, ValueError, r"idx must be a \(B, T\) tensor of token ids, got list"),
     (None, {"temperature": 0}, ValueError, r"temperature must be a number > 0, got 0; .*strategy='greedy'"),
     (None, {"temperature": -1.0}, ValueError, r"temperature must be a number > 0, got -1.0; greedy decoding"),
-    (None, {"strategy": "beam"}, ValueError, r"strategy must be one of \('greedy', 'sample'\), got 'beam'"),
+    (None, {"strategy": "top-k"}, ValueError, r"strategy must be one of \('greedy', 'sample', 'beam'\), got 'top-k'"),
+    (None, {"strategy": "beam"}, ValueError, r"strategy='beam' needs beam_width"),
+    (None, {"strategy": "beam", "beam_width": 0}, ValueError, r"beam_width must be an integer >= 1"),
+    (None, {"beam_width": 2}, ValueError, r"beam_width is for strategy='beam', not 'greedy'"),
+    (None, {"strategy": "sample", "top_k": 0}, ValueError, r"top_k must be None or an integer >= 1"),
+    (None, {"strategy": "sample", "top_p": 0.0}, ValueError, r"top_p must be None or a number in \(0, 1\], got 0.0"),
+    (None, {"strategy": "sample", "top_p": 1.5}, ValueError, r"top_p must be None or a number in \(0, 1\], got 1.5"),
+    (None, {"top_k": 5}, ValueError, r"greedy takes the argmax, which they do not change"),
+    (None, {"eos_id": 29}, ValueError, r"eos_id must be a token id in 0..28, got 29"),
     (None, {"max_new_tokens": -1}, ValueError, r"max_new_tokens must be an integer >= 0, got -1"),
     (None, {"generator": 42}, TypeError, r"generator must be a torch.Generator, got int"),
-], ids=["empty", "1-D", "list", "temperature-0", "temperature-negative", "strategy",
-        "negative-max-new-tokens", "generator"])
+], ids=["empty", "1-D", "list", "temperature-0", "temperature-negative", "strategy", "beam-no-width",
+        "beam-width-0", "width-without-beam", "top-k-0", "top-p-0", "top-p-above-1", "greedy-top-k",
+        "eos-out-of-vocab", "negative-max-new-tokens", "generator"])
 def test_bad_arguments_are_refused_with_a_clear_message(idx, kwargs, error, match):
     idx = _ids(1, 3) if idx is None else idx
     kwargs = {"max_new_tokens": 4, **kwargs}
