@@ -30,11 +30,19 @@ def _strip_volatile(nb) -> dict:
     return data
 
 
+# Each lesson is graded in two halves, each in its own course directory, so that pytest-xdist
+# (--dist loadscope) can give the halves of a slow lesson to different workers.
+HONEST, CHEATS = "honest", "cheats"
+
+
 @pytest.fixture(scope="class")
 def graded(request, tmp_path_factory):
-    """A course directory with one lesson released, submitted in every way, and autograded."""
-    lesson = request.cls.lesson
-    root = tmp_path_factory.mktemp(f"course-{lesson}")
+    """A course directory with one lesson released, submitted in one half of the ways, and
+    autograded: HONEST (the solution, full marks; the untouched student version, 0) or CHEATS
+    (hidden tests deleted, and the forbidden references called with the test cells edited: the
+    visible points only; on the first lesson also a runaway loop, 0)."""
+    lesson, half = request.cls.lesson, request.cls.half
+    root = tmp_path_factory.mktemp(f"course-{lesson}-{half}")
     shutil.copy(ROOT / "nbgrader_config.py", root)
     shutil.copytree(ROOT / "solutions" / lesson, root / "solutions" / lesson)
     done = ag.nbgrader(root, "generate_assignment", lesson, "--force")
@@ -46,23 +54,26 @@ def graded(request, tmp_path_factory):
     all_points = subs.points(solution, subs.is_test_cell)
     visible_points = all_points - subs.points(solution, subs.is_hidden_test_cell)
 
-    # Each lesson costs one notebook run per submission, so the cheats share submissions:
-    # answers that call the forbidden reference also have their test cells replaced by `pass`.
-    # Restored tests and forbidden calls together leave exactly the visible points.
-    expected = {"solution": all_points, "untouched-student": 0.0, "deletes-hidden-tests": visible_points}
-    subs.write(solution, root / "submitted" / "solution" / lesson / name)
-    subs.write(student, root / "submitted" / "untouched-student" / lesson / name)
-    subs.write(subs.with_hidden_tests_deleted(solution), root / "submitted" / "deletes-hidden-tests" / lesson / name)
-    if lesson in subs.FORBIDDEN_ANSWERS:
-        cheat = subs.with_edited_tests(subs.with_forbidden_answers(student, subs.FORBIDDEN_ANSWERS[lesson]))
-        expected[EDITS] = visible_points
+    if half == HONEST:
+        expected = {"solution": all_points, "untouched-student": 0.0}
+        subs.write(solution, root / "submitted" / "solution" / lesson / name)
+        subs.write(student, root / "submitted" / "untouched-student" / lesson / name)
     else:
-        cheat = subs.with_edited_tests(student)
-        expected[EDITS] = 0.0
-    subs.write(cheat, root / "submitted" / EDITS / lesson / name)
+        # The cheats share a submission: answers that call the forbidden reference also have
+        # their test cells replaced by `pass`. Restored tests and forbidden calls together leave
+        # exactly the visible points.
+        expected = {"deletes-hidden-tests": visible_points}
+        subs.write(subs.with_hidden_tests_deleted(solution), root / "submitted" / "deletes-hidden-tests" / lesson / name)
+        if lesson in subs.FORBIDDEN_ANSWERS:
+            cheat = subs.with_edited_tests(subs.with_forbidden_answers(student, subs.FORBIDDEN_ANSWERS[lesson]))
+            expected[EDITS] = visible_points
+        else:
+            cheat = subs.with_edited_tests(student)
+            expected[EDITS] = 0.0
+        subs.write(cheat, root / "submitted" / EDITS / lesson / name)
     results = ag.autograde(root, [lesson], deadline=600, students=sorted(expected))
 
-    if lesson == LESSONS[0]:  # the runaway loop costs LOOP_DEADLINE_S; proving it once is enough
+    if half == CHEATS and lesson == LESSONS[0]:  # the runaway loop costs LOOP_DEADLINE_S; once is enough
         subs.write(subs.never_finishing(solution), root / "submitted" / "never-finishes" / lesson / name)
         expected["never-finishes"] = 0.0
         results += ag.autograde(root, [lesson], deadline=LOOP_DEADLINE_S, students=["never-finishes"])
@@ -71,16 +82,27 @@ def graded(request, tmp_path_factory):
     TABLE_DIR.mkdir(parents=True, exist_ok=True)
     rows = [f"{lesson}\t{s}\t{e:g}\t{by_student[s].auto_score:g}\t{by_student[s].status}\t{by_student[s].seconds:.1f}"
             f"\t{'; '.join(by_student[s].flags)}" for s, e in expected.items()]
-    (TABLE_DIR / f"{lesson}.tsv").write_text("\n".join(rows) + "\n")
+    (TABLE_DIR / f"{lesson}-{'1' if half == HONEST else '2'}-{half}.tsv").write_text("\n".join(rows) + "\n")
     return {"lesson": lesson, "root": root, "expected": expected, "results": by_student, "release": root / "notebooks" / lesson / name}
 
 
-
 class RoundTrip:
-    """The checks for one lesson; one subclass per lesson, so pytest-xdist (--dist loadscope)
-    grades different lessons on different workers."""
+    """What both halves check; one subclass per lesson and half, so pytest-xdist (--dist
+    loadscope) grades different lessons and halves on different workers."""
 
     lesson: str
+    half: str
+
+    def test_every_submission_gets_the_expected_score(self, graded):
+        got = {s: graded["results"][s].auto_score for s in graded["expected"]}
+        assert got == graded["expected"], f"autograded scores differ: got {got}, expected {graded['expected']}"
+
+
+class RoundTripHonest(RoundTrip):
+    """The checks on the honest half of one lesson."""
+
+    half = HONEST
+
 
     def test_release_matches_committed_notebooks(self, graded):
         committed = ROOT / "notebooks" / graded["lesson"] / f"{graded['lesson']}.ipynb"
@@ -94,33 +116,11 @@ class RoundTrip:
         )
 
 
-    def test_every_submission_gets_the_expected_score(self, graded):
-        got = {s: graded["results"][s].auto_score for s in graded["expected"]}
-        assert got == graded["expected"], f"autograded scores differ: got {got}, expected {graded['expected']}"
-
-
     def test_solution_and_untouched_student_are_graded_without_flags(self, graded):
         for student in ("solution", "untouched-student"):
             result = graded["results"][student]
             assert result.status == "graded", f"{student}: {result.status} {result.flags}"
             assert result.flags == [], f"{student} should raise no integrity flags, got {result.flags}"
-
-
-    def test_edited_and_deleted_test_cells_are_reported(self, graded):
-        edited = graded["results"][EDITS].flags
-        deleted = graded["results"]["deletes-hidden-tests"].flags
-        assert edited, "editing test cells must be reported"
-        assert all(f.startswith("edited test cell") for f in edited), edited
-        assert deleted, "deleting hidden test cells must be reported"
-        assert all(f.startswith("deleted test cell") for f in deleted), deleted
-
-
-    def test_runaway_submission_is_killed_and_scores_zero(self, graded):
-        if "never-finishes" not in graded["expected"]:
-            pytest.skip("the runaway loop is proven on the first lesson only")
-        result = graded["results"]["never-finishes"]
-        assert result.status == "did not finish", f"expected the deadline to kill it, got {result.status}: {result.flags}"
-        assert result.seconds < LOOP_DEADLINE_S + 20, f"killing took {result.seconds:.0f} s"
 
 
     def test_student_notebook_fails_only_in_test_cells(self, graded):
@@ -154,5 +154,30 @@ class RoundTrip:
         assert any(row.startswith(f"{lesson},") and ",solution," in row for row in rows), rows[:3]
 
 
+class RoundTripCheats(RoundTrip):
+    """The checks on the cheating half of one lesson (its own course directory)."""
+
+    half = CHEATS
+
+
+    def test_edited_and_deleted_test_cells_are_reported(self, graded):
+        edited = graded["results"][EDITS].flags
+        deleted = graded["results"]["deletes-hidden-tests"].flags
+        assert edited, "editing test cells must be reported"
+        assert all(f.startswith("edited test cell") for f in edited), edited
+        assert deleted, "deleting hidden test cells must be reported"
+        assert all(f.startswith("deleted test cell") for f in deleted), deleted
+
+
+    def test_runaway_submission_is_killed_and_scores_zero(self, graded):
+        if "never-finishes" not in graded["expected"]:
+            pytest.skip("the runaway loop is proven on the first lesson only")
+        result = graded["results"]["never-finishes"]
+        assert result.status == "did not finish", f"expected the deadline to kill it, got {result.status}: {result.flags}"
+        assert result.seconds < LOOP_DEADLINE_S + 20, f"killing took {result.seconds:.0f} s"
+
+
 for _lesson in LESSONS:
-    globals()[f"TestRoundTrip_{_lesson}"] = type(f"TestRoundTrip_{_lesson}", (RoundTrip,), {"lesson": _lesson})
+    globals()[f"TestRoundTrip_{_lesson}"] = type(f"TestRoundTrip_{_lesson}", (RoundTripHonest,), {"lesson": _lesson})
+    globals()[f"TestRoundTripCheats_{_lesson}"] = type(f"TestRoundTripCheats_{_lesson}", (RoundTripCheats,),
+                                                        {"lesson": _lesson})
