@@ -17,22 +17,12 @@ from __future__ import annotations
 import argparse
 import platform
 import statistics
-import time
 
 import torch
 
 from course_lib.generation import beam_search
 from course_lib.model import GPT
-
-
-def timed(fn, device: str) -> tuple[float, torch.Tensor]:
-    if device == "cuda":
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    out = fn()
-    if device == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - start, out
+from course_lib.profiling import timed
 
 
 def main() -> None:

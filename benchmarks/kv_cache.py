@@ -18,34 +18,12 @@ from __future__ import annotations
 import argparse
 import platform
 import statistics
-import time
 
 import torch
-import torch.nn as nn
 
 from course_lib.generation import generate
 from course_lib.model import GPT
-
-
-def timed(fn, device: str) -> tuple[float, torch.Tensor]:
-    if device == "cuda":
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    out = fn()
-    if device == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - start, out
-
-
-def with_plain_layout(model: GPT) -> GPT:
-    """model with every weight contiguous as nn.Linear stores it (out, in), the tie kept."""
-    for module in model.modules():
-        if isinstance(module, nn.Linear) and not module.weight.is_contiguous():
-            relaid = nn.Parameter(module.weight.detach().contiguous())
-            if module.weight is model.wte.weight:
-                model.wte.weight = relaid
-            module.weight = relaid
-    return model
+from course_lib.profiling import timed
 
 
 def main() -> None:
@@ -66,7 +44,7 @@ def main() -> None:
                            activation_function="gelu_new", bos_token_id=0, eos_token_id=0)
     peer = GPT2LMHeadModel(hf_config).eval().to(args.device)
     ours = GPT.from_hf_gpt2(peer).eval()
-    plain = with_plain_layout(GPT.from_hf_gpt2(peer).eval())
+    plain = GPT.from_hf_gpt2(peer).eval().use_plain_layout()
     prompt = torch.randint(0, hf_config.vocab_size, (1, args.prompt), device=args.device)
     # eos_token_id=None: generate exactly `new` tokens, whatever they are (no early stop)
     greedy = GenerationConfig(max_new_tokens=args.new, do_sample=False, num_beams=1,

@@ -264,11 +264,21 @@ class GPT(nn.Module):
         a prefill) run at the same speed either way. The token table tied to the head is stored the head's
         way; looking up a row then reads strided memory, which costs little.
         """
+        self._relayout(lambda module: module.out_features >= module.in_features, input_major=True)
+
+    def use_plain_layout(self) -> GPT:
+        """Every weight contiguous (out, in), as nn.Linear stores it (benchmarks compare layouts)."""
+        self._relayout(lambda module: True, input_major=False)
+        return self
+
+    def _relayout(self, chosen, input_major: bool) -> None:
+        """Re-store the weights of the chosen Linear layers, keeping values, shapes and the tie."""
         for module in self.modules():
-            if isinstance(module, nn.Linear) and module.out_features >= module.in_features:
+            if isinstance(module, nn.Linear) and chosen(module):
                 weight = module.weight
-                if weight.is_contiguous():
-                    relaid = nn.Parameter(weight.detach().t().contiguous().t())
+                if weight.t().is_contiguous() != input_major:
+                    data = weight.detach()
+                    relaid = nn.Parameter(data.t().contiguous().t() if input_major else data.contiguous())
                     module.weight = relaid
                     if weight is self.wte.weight:
                         self.wte.weight = relaid

@@ -16,6 +16,7 @@ figures are deterministic: the same code gives the same numbers on every machine
 
 from __future__ import annotations
 
+import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,7 +26,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-__all__ = ["MemoryRecord", "record_memory"]
+__all__ = ["MemoryRecord", "record_memory", "timed"]
 
 
 @dataclass
@@ -78,3 +79,15 @@ def record_memory() -> Iterator[MemoryRecord]:
     record = MemoryRecord()
     with _Recorder(record):
         yield record
+
+
+def timed(fn, device: torch.device | str = "cpu"):
+    """(seconds, fn()) for one call; on CUDA the clock waits for the GPU before and after."""
+    cuda = torch.device(device).type == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    out = fn()
+    if cuda:
+        torch.cuda.synchronize()
+    return time.perf_counter() - start, out

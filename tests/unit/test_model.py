@@ -520,14 +520,8 @@ def test_widening_weights_are_stored_input_major_and_narrowing_ones_as_they_are(
 
 def test_the_weight_layout_changes_no_value_no_gradient_and_survives_save_load_and_to():
     model = _gpt()
-    dense = _gpt()
-    with torch.no_grad():   # the same values, every parameter contiguous (the plain layout)
-        for module in dense.modules():
-            if isinstance(module, nn.Linear) and not module.weight.is_contiguous():
-                relaid = nn.Parameter(module.weight.detach().contiguous())
-                if module.weight is dense.wte.weight:
-                    dense.wte.weight = relaid
-                module.weight = relaid
+    dense = _gpt().use_plain_layout()   # the same values, every weight contiguous (out, in)
+    assert all(p.is_contiguous() for p in dense.parameters()), "use_plain_layout left a strided weight"
     assert dense.lm_head.weight is dense.wte.weight
     idx = _ids(2, 8)
     logits, loss = model(idx, _ids(2, 8, seed=1))
