@@ -30,6 +30,7 @@ the rest to -inf. The order (temperature, then top-k, then top-p) and both rules
 from __future__ import annotations
 
 import contextlib
+import inspect
 
 import torch
 
@@ -172,6 +173,12 @@ def _window(model) -> int | None:
     return model.config.block_size if model.config.pos_encoding == "learned" else None
 
 
+def _takes_cache(model) -> bool:
+    """Whether model.forward accepts a KVCache (GPT does; a `course_lib.toy_lm.TableLM` does not:
+    use_cache then falls back to running the whole context, with the same tokens)."""
+    return "cache" in inspect.signature(model.forward).parameters
+
+
 # ------------------------------------------------------------------------------------------
 # greedy and sampling: one token per sequence and step
 # ------------------------------------------------------------------------------------------
@@ -235,7 +242,8 @@ def _one_token_per_step(model, idx: torch.Tensor, n: int, choose, use_cache: boo
     out = idx.new_empty(B, T + n)
     out[:, :T] = idx
     finished = torch.zeros(B, dtype=torch.bool, device=idx.device)
-    steps = _cached_logits(model, out, T, n, window) if use_cache else _uncached_logits(model, out, T, n, window)
+    cached = use_cache and _takes_cache(model)
+    steps = _cached_logits(model, out, T, n, window) if cached else _uncached_logits(model, out, T, n, window)
     t = T
     for t, logits in steps:
         token = choose(logits)
@@ -308,7 +316,7 @@ def _beam_search_one(model, prompt: torch.Tensor, n: int, width: int, use_cache:
     beams = prompt.clone()                              # (live beams, T + t)
     scores = torch.zeros(1, device=prompt.device)       # their summed log-probabilities
     cache = None
-    if use_cache and (window is None or T + n <= window):
+    if use_cache and _takes_cache(model) and (window is None or T + n <= window):
         cache = KVCache.for_model(model, 1, T + n)
     for step in range(n):
         if cache is not None:
@@ -337,13 +345,17 @@ def _beam_search_one(model, prompt: torch.Tensor, n: int, width: int, use_cache:
 # ------------------------------------------------------------------------------------------
 
 def exhaustive_search(model, idx: torch.Tensor, max_new_tokens: int, *,
-                      limit: int = EXHAUSTIVE_LIMIT) -> tuple[torch.Tensor, float, int]:
+                      limit: int = EXHAUSTIVE_LIMIT,
+                      use_cache: bool = True) -> tuple[torch.Tensor, float, int]:
     """The most probable continuation of length max_new_tokens of a one-row prompt idx (1, T),
     found by scoring all |V|^L of them: (tokens (1, T + L), its log-probability, decoder calls).
 
     The continuations form a tree: step t runs the decoder once for each of the |V|^t prefixes
     (1, |V|, |V|^2, ... calls: the notes' 1, 3, 9 for |V| = 3), sum_{t<L} |V|^t calls in all. It
-    refuses when |V|^L > limit. Ties go to the lexicographically smallest sequence.
+    refuses when |V|^L > limit. Ties go to the lexicographically smallest sequence. With the
+    cache (the default, for a GPT whose context holds T + L tokens) the prompt runs once and each
+    prefix's row of the cache is repeated for its |V| children: same calls, same result, each call
+    one token long.
     """
     _check_model_and_prompt(model, idx)
     if idx.shape[0] != 1:
@@ -356,18 +368,28 @@ def exhaustive_search(model, idx: torch.Tensor, max_new_tokens: int, *,
             f"exhaustive search over |V|^L = {V}^{L} = {V ** L:.3g} sequences is beyond "
             f"limit={limit:,}: it grows exponentially (the notes' 40,000^5 = 1.0e23). Use a "
             "smaller vocabulary or length, beam_search, or raise limit if you mean it.")
-    window = _window(model)
+    T, window = idx.shape[1], _window(model)
+    cache = None
+    if use_cache and _takes_cache(model) and (window is None or T + L - 1 <= window):
+        cache = KVCache.for_model(model, 1, T + L - 1)
     with _eval_mode(model):
         prefixes = idx.clone()                                          # (|V|^t, T + t)
         scores = torch.zeros(1, device=idx.device, dtype=torch.float64)
         calls = 0
-        for _ in range(L):
-            context = prefixes if window is None else prefixes[:, -window:]
-            log_probs = torch.log_softmax(model(context)[0][:, -1].double(), dim=-1)
+        for step in range(L):
+            if cache is not None:
+                feed = prefixes if step == 0 else prefixes[:, -1:]
+                logits = model(feed, cache=cache)[0][:, -1]
+            else:
+                logits = model(prefixes if window is None else prefixes[:, -window:])[0][:, -1]
+            log_probs = torch.log_softmax(logits.double(), dim=-1)
             calls += prefixes.shape[0]
             scores = (scores[:, None] + log_probs).flatten()            # prefix-major
+            parents = torch.arange(prefixes.shape[0], device=idx.device).repeat_interleave(V)
             tokens = torch.arange(V, device=idx.device).repeat(prefixes.shape[0])
-            prefixes = torch.cat([prefixes.repeat_interleave(V, dim=0), tokens[:, None]], dim=1)
+            prefixes = torch.cat([prefixes[parents], tokens[:, None]], dim=1)
+            if cache is not None and step < L - 1:
+                cache.reorder(parents)
         best = int(torch.argmax(scores))
     return prefixes[best:best + 1], float(scores[best]), calls
 

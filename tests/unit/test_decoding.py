@@ -36,6 +36,7 @@ from course_lib.generation import (
     top_p_filter,
 )
 from course_lib.model import GPT, GPTConfig
+from course_lib.toy_lm import TableLM, markov_gpt
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 NEG_INF = float("-inf")
@@ -225,21 +226,6 @@ def test_beam_width_v_is_exhaustive_for_two_tokens_and_width_v_to_the_l_minus_1_
     assert torch.equal(beam_search(model, prompt, 3, V ** 2), exhaustive_search(model, prompt, 3)[0])
 
 
-def _markov_gpt(transitions: torch.Tensor) -> GPT:
-    """A GPT whose next-token distribution is transitions[last token]: the blocks write nothing
-    (zero output projections), no positions, and the head maps LN(one-hot) to log transitions."""
-    V = transitions.shape[0]
-    model = GPT(GPTConfig(vocab_size=V, block_size=16, n_layer=1, n_head=1, n_embd=2 * V,
-                          pos_encoding="none", tie_weights=False)).double().eval()
-    with torch.no_grad():
-        for p in model.blocks.parameters():
-            p.zero_()
-        model.wte.weight.copy_(torch.eye(V, 2 * V, dtype=torch.float64))
-        normed = model.ln_f(model.wte.weight)                         # (V, 2V), rank V
-        model.lm_head.weight.copy_((torch.linalg.pinv(normed) @ transitions.log()).T)
-    return model
-
-
 # A, B, C = 0, 1, 2: C is rare to reach (0.12) but then certain (0.99); A and B are not
 BEAM_TRAP = torch.tensor([[0.45, 0.43, 0.12],
                           [0.42, 0.46, 0.12],
@@ -247,7 +233,7 @@ BEAM_TRAP = torch.tensor([[0.45, 0.43, 0.12],
 
 
 def test_the_markov_gpt_reproduces_its_transition_table():
-    model = _markov_gpt(BEAM_TRAP)
+    model = markov_gpt(BEAM_TRAP)
     probs = model(torch.tensor([[0, 1, 2]]))[0][0].softmax(-1)
     torch.testing.assert_close(probs, BEAM_TRAP)
 
@@ -256,7 +242,7 @@ def test_beam_width_v_misses_the_best_sequence_of_three_tokens():
     """The notes (and the first design) claim b = |V| is exhaustive search. From A, the three best
     2-token prefixes are AA (0.2025), BB (0.1978) and AB (0.1935); CC (0.1188) is pruned, yet
     CCC = 0.12 x 0.99 x 0.99 = 0.1176 beats AAA = 0.2025 x 0.45 = 0.0911."""
-    model, prompt = _markov_gpt(BEAM_TRAP), torch.tensor([[0]])
+    model, prompt = markov_gpt(BEAM_TRAP), torch.tensor([[0]])
     assert torch.equal(beam_search(model, prompt, 2, 3), exhaustive_search(model, prompt, 2)[0]), \
         "for 2 new tokens b = |V| keeps every first token, so it is exhaustive"
     beam = beam_search(model, prompt, 3, 3)
@@ -353,3 +339,53 @@ def test_the_probability_of_each_sampled_top_k_token_converges_to_the_renormalis
     freqs = torch.bincount(draws, minlength=6).double() / 20_000
     expected = torch.tensor([0.31, 0.25, 0.15, 0, 0, 0], dtype=torch.float64) / 0.71
     assert (freqs - expected).abs().max() < 3 * math.sqrt(0.25 / 20_000) * 2, f"frequencies {freqs.tolist()}"
+
+
+@pytest.mark.parametrize(("seed", "L", "pos"), [(0, 3, "learned"), (1, 2, "rope"), (2, 4, "none")])
+def test_exhaustive_search_with_the_cache_equals_without(seed, L, pos):
+    model, prompt = _tiny(4, seed=seed, scale=1.5, pos_encoding=pos), _prompt(4, T=3, seed=seed)
+    cached = exhaustive_search(model, prompt, L)
+    plain = exhaustive_search(model, prompt, L, use_cache=False)
+    assert torch.equal(cached[0], plain[0])
+    assert cached[2] == plain[2]
+    assert cached[1] == pytest.approx(plain[1], abs=1e-9)
+
+
+def test_exhaustive_search_past_the_context_window_runs_without_the_cache():
+    model, prompt = _tiny(3, seed=4, scale=1.5, block_size=4), _prompt(3, T=3, seed=4)
+    tokens, score, _ = exhaustive_search(model, prompt, 3)          # T + L - 1 = 5 > 4
+    assert torch.equal(tokens, exhaustive_search(model, prompt, 3, use_cache=False)[0])
+
+
+# The notes' beam-search tree (V = 3, b = 2), with p(B|A) = 0.4 instead of their 0.2 (their row
+# after A sums to 0.8) and the step-3 rows that give their final 0.18 and 0.13.
+NOTES_BEAM = {"": {"A": 0.5, "B": 0.4, "C": 0.1},
+              "A": {"A": 0.1, "B": 0.4, "C": 0.5},
+              "B": {"A": 0.2, "B": 0.2, "C": 0.6},
+              "AC": {"A": 0.18, "B": 0.72, "C": 0.10},
+              "BC": {"A": 0.54, "B": 0.30, "C": 0.16}}
+
+
+def test_the_table_lm_returns_its_rows_as_log_probabilities():
+    lm = TableLM("ABC", NOTES_BEAM)
+    logits, _ = lm(torch.tensor([[0, 0, 2], [1, 1, 1]]))           # position 0 is the start token
+    assert logits[0, 0].exp().tolist() == pytest.approx([0.5, 0.4, 0.1])
+    assert logits[0, 2].exp().tolist() == pytest.approx([0.18, 0.72, 0.10])
+    assert logits[1, 2].exp().tolist() == pytest.approx([1 / 3] * 3), "unlisted prefix: uniform"
+    assert lm.probs("A C") == lm.probs("AC")
+    with pytest.raises(ValueError, match="sums to"):
+        TableLM("ABC", {"": {"A": 0.5, "B": 0.2, "C": 0.1}})
+    with pytest.raises(ValueError, match="unknown tokens"):
+        TableLM("ABC", {"AD": {"A": 1.0}})
+
+
+def test_the_notes_beam_example_ends_with_acb_at_0_18():
+    lm, start = TableLM("ABC", NOTES_BEAM), torch.tensor([[0]])
+    beam = beam_search(lm, start, 3, 2)
+    assert lm.decode(beam[0, 1:]) == "A C B"
+    assert sequence_log_prob(lm, beam, 1).exp().item() == pytest.approx(0.25 * 0.72)
+    second = torch.tensor([[0] + lm.encode("BCA")])
+    assert sequence_log_prob(lm, second, 1).exp().item() == pytest.approx(0.24 * 0.54)
+    tokens, score, calls = exhaustive_search(lm, start, 3)
+    assert torch.equal(tokens, beam)
+    assert calls == 1 + 3 + 9
