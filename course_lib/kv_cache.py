@@ -149,9 +149,12 @@ class KVCache:
                              f"got {lo if lo < 0 else hi}.")
         indices = indices.to(self.device)
         used = max(self._lengths)
-        if len(indices) == self.batch_size:     # beams re-ranked: move only the positions in use
-            self.k[:, :, :, :used] = self.k[:, indices, :, :used]
-            self.v[:, :, :, :used] = self.v[:, indices, :, :used]
+        if len(indices) == self.batch_size:     # beams re-ranked: move only the rows that change,
+            moved = indices != torch.arange(len(indices), device=self.device)   # and positions in use
+            if bool(moved.any()):
+                rows = moved.nonzero()[:, 0]
+                self.k[:, rows, :, :used] = self.k[:, indices[rows], :, :used]
+                self.v[:, rows, :, :used] = self.v[:, indices[rows], :, :used]
         else:                                   # a new batch size: new buffers
             self.k = self.k.index_select(1, indices)
             self.v = self.v.index_select(1, indices)

@@ -269,6 +269,34 @@ FORBIDDEN_ANSWERS: dict[str, dict[str, str]] = {
                 return int(memory_bytes // (per_token * batch_size))
         """,
     },
+    "09_decoding": {
+        "greedy_answer": """
+            def greedy_decode(model, idx, max_new_tokens):
+                return ref.greedy_search(model, idx, max_new_tokens, use_cache=False)
+        """,
+        "beam_answer": """
+            def beam_decode(model, idx, max_new_tokens, beam_width):
+                import copy
+                tokens = ref.beam_search(model, idx, max_new_tokens, beam_width, use_cache=False)
+                unhooked = copy.deepcopy(model)  # scoring must not show up as a decoder call
+                unhooked._forward_pre_hooks.clear()
+                return tokens, ref.sequence_log_prob(unhooked, tokens, idx.shape[1]).item()
+        """,
+        "top_k_answer": """
+            def keep_top_k(logits, k):
+                return top_k_filter(logits, k)
+        """,
+        "top_p_answer": """
+            def keep_top_p(logits, p):
+                return top_p_filter(logits, p)
+        """,
+        "sample_answer": """
+            def sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+                probs = ref.filter_logits(logits, temperature, top_k, top_p).double().softmax(-1)
+                u = torch.rand(logits.shape[0], generator=generator, dtype=torch.float64)
+                return (probs.cumsum(-1) <= u[:, None]).sum(-1)
+        """,
+    },
 }
 
 NEVER_FINISHES = textwrap.dedent("""
