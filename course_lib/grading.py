@@ -88,6 +88,7 @@ def _message(name: str, hint: str | None) -> str:
 
 def _raiser(message: str, name: str) -> Callable:
     def forbidden(*args, **kwargs):
+        __tracebackhide__ = True
         raise ForbiddenCallError(message)
 
     forbidden.__name__ = f"forbidden_{name.rsplit('.', 1)[-1]}"
@@ -238,10 +239,18 @@ def _describe(x: Any) -> str:
     return type(x).__name__
 
 
+# The assert helpers below set __tracebackhide__ and raise through _fail: IPython hides the
+# helpers' frames but always shows the frame that raises, so a learner sees their own line, this
+# one short function, and the message, instead of the helper's source.
+def _fail(message: str) -> None:
+    raise AssertionError(message)
+
+
 def assert_shape(actual: Any, expected_shape: Sequence[int], name: str = "output", hint: str | None = None) -> None:
     """`actual` is a tensor of exactly `expected_shape`; otherwise a message that says how it differs."""
+    __tracebackhide__ = True  # IPython and pytest show the learner's line, not this helper's source
     if not isinstance(actual, torch.Tensor):
-        raise AssertionError(f"{name}: expected a torch.Tensor, got {_describe(actual)}")
+        _fail(f"{name}: expected a torch.Tensor, got {_describe(actual)}")
     got, want = tuple(actual.shape), tuple(expected_shape)
     if got == want:
         return
@@ -254,7 +263,7 @@ def assert_shape(actual: Any, expected_shape: Sequence[int], name: str = "output
         message += f" ({len(got)} dimensions instead of {len(want)}: check which dims you summed or kept)"
     if hint:
         message += f". Hint: {hint}"
-    raise AssertionError(message)
+    _fail(message)
 
 
 def assert_tensor_close(
@@ -268,16 +277,17 @@ def assert_tensor_close(
     check_dtype: bool = True,
 ) -> None:
     """Like `torch.testing.assert_close`, with messages written for learners."""
+    __tracebackhide__ = True
     assert_shape(actual, expected.shape, name=name, hint=hint)
     suffix = f" Hint: {hint}" if hint else ""
     if check_dtype and actual.dtype != expected.dtype:
-        raise AssertionError(f"{name}: expected dtype {expected.dtype}, got {actual.dtype}.{suffix}")
+        _fail(f"{name}: expected dtype {expected.dtype}, got {actual.dtype}.{suffix}")
     a = actual.detach().to("cpu", torch.float64)
     e = expected.detach().to("cpu", torch.float64)
     bad_nan = torch.isnan(a) & ~torch.isnan(e)
     if bad_nan.any():
         index = tuple(bad_nan.nonzero()[0].tolist())
-        raise AssertionError(
+        _fail(
             f"{name}: {int(bad_nan.sum())} NaN value(s), first at index {index} where "
             f"{e[index].item():.6g} was expected (an overflow in exp? a division by zero?).{suffix}"
         )
@@ -288,7 +298,7 @@ def assert_tensor_close(
     mismatched = ~close
     index = tuple(mismatched.nonzero()[0].tolist())
     error = (a - e).abs().nan_to_num(nan=math.inf)
-    raise AssertionError(
+    _fail(
         f"{name}: {int(mismatched.sum())} of {a.numel()} values differ (rtol={rtol}, atol={atol}). "
         f"First at index {index}: got {a[index].item():.6g}, expected {e[index].item():.6g}. "
         f"Largest absolute error {error.max().item():.3g}.{suffix}"
@@ -297,6 +307,7 @@ def assert_tensor_close(
 
 def assert_sequence_equal(actual: Any, expected: Sequence, name: str = "output", hint: str | None = None) -> None:
     """Two sequences are equal; otherwise the first differing position and both values there."""
+    __tracebackhide__ = True
     suffix = f" Hint: {hint}" if hint else ""
     if isinstance(actual, torch.Tensor):
         actual = actual.tolist()
@@ -307,9 +318,9 @@ def assert_sequence_equal(actual: Any, expected: Sequence, name: str = "output",
     expected_list = list(expected)
     for i, (a, e) in enumerate(zip(actual_list, expected_list, strict=False)):
         if a != e:
-            raise AssertionError(f"{name}: first difference at position {i}: got {a!r}, expected {e!r}.{suffix}")
+            _fail(f"{name}: first difference at position {i}: got {a!r}, expected {e!r}.{suffix}")
     if len(actual_list) != len(expected_list):
-        raise AssertionError(
+        _fail(
             f"{name}: length {len(actual_list)}, expected {len(expected_list)} "
             f"(the first {min(len(actual_list), len(expected_list))} items agree).{suffix}"
         )

@@ -82,3 +82,17 @@ def test_student_version_leaks_nothing_and_has_no_outputs(lesson):
     assert "### BEGIN HIDDEN TESTS" not in text
     with_outputs = [i for i, c in enumerate(cells) if c.get("outputs")]
     assert with_outputs == [], f"cells {with_outputs} of the student version have outputs: run `make release`"
+
+
+def test_run_all_goes_past_unanswered_exercises_in_the_student_version_only(lesson):
+    """JupyterLab's Run All stops at the first failing cell unless it is tagged
+    `raises-exception`. The release tags every test cell (nbgrader_config.py), so an unanswered
+    exercise does not hide the demos below it; the solutions stay untagged, so that nbval, which
+    accepts an error in a tagged cell, still fails on any error there."""
+    student = _cells(ROOT / "notebooks" / lesson / f"{lesson}.ipynb")
+    untagged = [nbgrader_meta(c)["grade_id"] for c in student
+                if is_test_cell(c) and "raises-exception" not in c.get("metadata", {}).get("tags", [])]
+    assert untagged == [], f"test cells without the raises-exception tag: {untagged}; run `make release`"
+    solution = _cells(ROOT / "solutions" / lesson / f"{lesson}.ipynb")
+    tagged = [i for i, c in enumerate(solution) if "raises-exception" in c.get("metadata", {}).get("tags", [])]
+    assert tagged == [], f"solution cells {tagged} are tagged raises-exception: nbval would accept their errors"

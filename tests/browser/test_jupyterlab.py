@@ -1,0 +1,151 @@
+"""A learner's first minutes, in a real browser: JupyterLab opens the released lesson 00,
+"Restart Kernel and Run All Cells" runs to the end although no exercise is answered, the kernel
+is the course's, and the widget renders as a widget.
+
+It drives Debian's `chromium` (headless) with Playwright. `.ci/run` installs Chromium; on a
+machine without it, or without the `playwright` package, this one test is skipped with the
+reason. The lesson is copied to a temporary folder first, so JupyterLab's autosave cannot touch
+notebooks/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSON = "00_setup"
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+KERNEL_DISPLAY_NAME = "LLM internals (.venv)"
+DEADLINE_S = 90
+
+
+def _browser() -> str:
+    for name in BROWSERS:
+        if path := shutil.which(name):
+            return path
+    pytest.skip("no Chromium on this machine: `.ci/run` installs Debian's `chromium` "
+                "(apt-get install chromium); install it to run the browser test")
+    return ""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _user_settings(folder: Path) -> Path:
+    """JupyterLab settings for the test: every cell kept in the page (no windowing, so the
+    checks see all of them) and no news pop-up."""
+    for plugin, values in ({"notebook-extension/tracker": {"windowingMode": "none"},
+                            "apputils-extension/notification": {"fetchNews": "false"}}.items()):
+        extension, name = plugin.split("/")
+        path = folder / "@jupyterlab" / extension / f"{name}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+    return folder
+
+
+@pytest.fixture
+def browser_path() -> str:
+    path = _browser()
+    pytest.importorskip("playwright.sync_api", reason="the playwright package (test extras) is missing")
+    return path
+
+
+@pytest.fixture
+def lab(tmp_path, browser_path):
+    """JupyterLab on a free loopback port, serving a copy of the released lesson."""
+    shutil.copytree(ROOT / "notebooks" / LESSON, tmp_path / "course" / LESSON)
+    port, token = _free_port(), secrets.token_hex(16)
+    env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(_user_settings(tmp_path / "settings")),
+           "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "OMP_NUM_THREADS": "1"}
+    log = (tmp_path / "lab.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
+         f"--port={port}", f"--ServerApp.token={token}", f"--ServerApp.root_dir={tmp_path / 'course'}"],
+        env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(120):
+            try:
+                with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=1):
+                    break
+            except OSError:
+                if server.poll() is not None:
+                    pytest.fail(f"JupyterLab exited: {(tmp_path / 'lab.log').read_text()[-2000:]}")
+                time.sleep(0.5)
+        else:
+            pytest.fail(f"JupyterLab did not start: {(tmp_path / 'lab.log').read_text()[-2000:]}")
+        yield f"{base}/lab/tree/{LESSON}/{LESSON}.ipynb?token={token}"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+def test_run_all_in_jupyterlab_reaches_the_end_with_unanswered_exercises(lab, browser_path):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=browser_path,
+                                    args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(lab)
+            page.wait_for_selector(f".jp-Toolbar-kernelName:has-text('{KERNEL_DISPLAY_NAME}')",
+                                   timeout=60_000)
+            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']",
+                                   timeout=60_000)
+            page.click(".jp-Notebook")
+            page.keyboard.press("Escape")
+            page.click(".lm-MenuBar-itemLabel:text-is('Kernel')")
+            page.click(".lm-Menu-itemLabel:text-is('Restart Kernel and Run All Cells…')")
+            page.click(".jp-Dialog button:has-text('Restart')")
+
+            code_cells = page.locator(".jp-CodeCell")
+            n_cells = code_cells.count()
+            prompts: list[str] = []
+            deadline = time.monotonic() + DEADLINE_S
+            while time.monotonic() < deadline:
+                prompts = [p.strip() for p in page.locator(".jp-CodeCell .jp-InputArea-prompt").all_inner_texts()]
+                if len(prompts) == n_cells and all(p[1:-2].isdigit() for p in prompts):
+                    break
+                time.sleep(1)
+            ran = sum(p[1:-2].isdigit() for p in prompts)
+            assert ran == n_cells, (
+                f"Run All stopped: {ran} of {n_cells} code cells ran (prompts {prompts}); a test "
+                "cell without the raises-exception tag stops JupyterLab's Run All")
+
+            kernel = page.locator(".jp-Toolbar-kernelName").inner_text().strip()
+            assert kernel == KERNEL_DISPLAY_NAME, f"the notebook runs on {kernel!r}"
+            assert page.locator(".widget-hslider, .jupyter-widgets.widget-slider").count() >= 1, (
+                "the widget of lesson 00 did not render as a slider (the ipywidgets extension "
+                "is missing from this JupyterLab)")
+
+            errors = []
+            for i in range(n_cells):
+                cell = code_cells.nth(i)
+                tracebacks = cell.locator(".jp-RenderedText[data-mime-type='application/vnd.jupyter.stderr']")
+                if tracebacks.count():
+                    errors.append((i, cell.locator(".jp-InputArea-editor").inner_text()[:60],
+                                   tracebacks.first.inner_text()[-300:]))
+            unexpected = [e for e in errors if "NotImplementedError" not in e[2]]
+            assert not unexpected, f"errors other than unanswered exercises: {unexpected}"
+            assert errors, "the unanswered exercises' visible tests should fail with NotImplementedError"
+        finally:
+            browser.close()
