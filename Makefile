@@ -27,11 +27,17 @@ help:
 	@echo "make feedback   feedback HTML with hidden tests stripped, plus grades.csv"
 	@echo "make bench      run the benchmarks"
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt Makefile tools/jupyterlab-overrides.json
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt \
 		$(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -e ".[course,test]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name llm-course --display-name "LLM internals (.venv)"
+	@# This JupyterLab only: no news pop-up, and no nbgrader course/assignment lists (they need an
+	@# exchange this course does not use: grading is `make autograde`).
+	@mkdir -p $(VENV)/share/jupyter/lab/settings
+	@cp tools/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
+	@$(BIN)/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader:assignment-list >/dev/null 2>&1
+	@$(BIN)/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader:course-list >/dev/null 2>&1
 	@touch $(STAMP)
 
 setup: $(STAMP)

@@ -46,10 +46,9 @@ def _free_port() -> int:
 
 
 def _user_settings(folder: Path) -> Path:
-    """JupyterLab settings for the test: every cell kept in the page (no windowing, so the
-    checks see all of them) and no news pop-up."""
-    for plugin, values in ({"notebook-extension/tracker": {"windowingMode": "none"},
-                            "apputils-extension/notification": {"fetchNews": "false"}}.items()):
+    """The test's own JupyterLab setting: every cell kept in the page (no windowing), so the
+    checks see all of them. Everything else is what `make lab` gives a learner."""
+    for plugin, values in {"notebook-extension/tracker": {"windowingMode": "none"}}.items():
         extension, name = plugin.split("/")
         path = folder / "@jupyterlab" / extension / f"{name}.jupyterlab-settings"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -131,6 +130,11 @@ def test_run_all_in_jupyterlab_reaches_the_end_with_unanswered_exercises(lab, br
                 f"Run All stopped: {ran} of {n_cells} code cells ran (prompts {prompts}); a test "
                 "cell without the raises-exception tag stops JupyterLab's Run All")
 
+            for text in ("Would you like to get notified about official Jupyter news",
+                         "Error fetching courses"):
+                assert page.get_by_text(text).count() == 0, (
+                    f"JupyterLab shows {text!r}: `make setup` should switch it off "
+                    "(tools/jupyterlab-overrides.json, the disabled nbgrader lists)")
             kernel = page.locator(".jp-Toolbar-kernelName").inner_text().strip()
             assert kernel == KERNEL_DISPLAY_NAME, f"the notebook runs on {kernel!r}"
             assert page.locator(".widget-hslider, .jupyter-widgets.widget-slider").count() >= 1, (
