@@ -36,14 +36,17 @@ from course_lib.tokenization.special import (
     special_token_ids,
 )
 from course_lib.tokenization.unigram import (
+    NOTES_UNIGRAM_COUNTS,
     SPACE_MARK,
     VOLLEYBALL_PROBS,
     UnigramTokenizer,
     brute_force_segmentation,
+    notes_unigram_log_probs,
     segmentation_score,
     volleyball_log_probs,
 )
 from course_lib.tokenization.word_bpe import (
+    NOTES_BPE_CORPUS,
     SENNRICH_CORPUS,
     MergeStep,
     newest_example,
@@ -59,12 +62,13 @@ from course_lib.tokenization.wordpiece import (
 )
 
 __all__ = [
-    "ASSISTANT", "BOS", "EOS", "GPT2_SPLIT_PATTERN", "GPT4_SPLIT_PATTERN", "PAD",
+    "ASSISTANT", "BOS", "EOS", "GPT2_SPLIT_PATTERN", "GPT4_SPLIT_PATTERN", "NOTES_BPE_CORPUS",
+    "NOTES_UNIGRAM_COUNTS", "PAD",
     "SENNRICH_CORPUS", "SPACE_MARK", "SPECIAL_TOKENS", "SYSTEM", "USER", "VOLLEYBALL_PROBS",
     "BPETokenizer", "CharTokenizer", "MergeStep", "Tokenizer", "UnigramTokenizer",
     "WordPieceTokenizer", "WordTokenizer",
     "bert_pre_tokenize", "brute_force_segmentation", "compression_ratio", "count_tokens",
-    "fertility", "merge_pair", "naive_train_merges", "newest_example", "pad_sequences",
+    "fertility", "merge_pair", "naive_train_merges", "newest_example", "notes_unigram_log_probs", "pad_sequences",
     "pair_counts", "render_chat", "segmentation_score", "special_token_ids", "split_text",
     "train_merges", "train_wordpiece_vocab", "volleyball_log_probs", "word_bpe_merge_table",
     "word_bpe_tokenize", "wordpiece_pair_scores", "wordpiece_score",

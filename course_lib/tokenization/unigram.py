@@ -18,13 +18,19 @@ and following back-pointers from ``best[len(word)]``. That is O(len(word) * max 
 instead of the 2^(n-1) segmentations a brute-force search tries
 (:func:`brute_force_segmentation`, used to check it).
 
-Example ("volleyball", :data:`VOLLEYBALL_PROBS`): with p(volley) = 0.05, p(ball) = 0.08,
-p(vol) = p(ley) = 0.02, p(bal) = 0.03 and 0.01 for each letter, the candidates score
+The notes' example (:data:`NOTES_UNIGRAM_COUNTS`): a BPE vocabulary of 23 pieces counted in
+"I love playing volleyball and football. I also love meeting people sharing ideas and learning
+from their experiences", 35 uses in all, so p(x) = count(x) / 35 (p(ing) = 4/35). "volleyball"
+has three segmentations into those pieces; in log10, as the notes compute them:
 
-* ``volley ball``       0.05 * 0.08         = 4.0e-3   <- Viterbi picks this
-* ``vol ley ball``      0.02 * 0.02 * 0.08  = 3.2e-5
-* ``volley bal l``      0.05 * 0.03 * 0.01  = 1.5e-5
-* ``v o l l e y b a l l``  0.01^10          = 1e-20
+* ``vol le y ball``   log(1/35) + log(3/35) + 2 log(2/35) = -5.0971   (the notes: -5.09)
+* ``volley ball``     log(1/35) + log(2/35)               = -2.7871   (the notes: -2.71, a slip)
+* ``volleyball``      log(1/35)                           = -1.5441   <- Viterbi picks this
+
+A second example, ours (:data:`VOLLEYBALL_PROBS`): with no ``volleyball`` piece and
+p(volley) = 0.05, p(ball) = 0.08, p(vol) = p(ley) = 0.02, p(bal) = 0.03 and 0.01 for each letter,
+``volley ball`` (4.0e-3) beats ``vol ley ball`` (3.2e-5), ``volley bal l`` (1.5e-5) and the
+letters (1e-20): the answer depends on the vocabulary and its probabilities.
 
 Training (EM + pruning)
 -----------------------
@@ -56,14 +62,32 @@ import math
 from collections.abc import Iterable
 
 __all__ = [
-    "SPACE_MARK", "VOLLEYBALL_PROBS", "UnigramTokenizer", "brute_force_segmentation",
-    "segmentation_score", "volleyball_log_probs",
+    "NOTES_UNIGRAM_COUNTS", "SPACE_MARK", "VOLLEYBALL_PROBS", "UnigramTokenizer",
+    "brute_force_segmentation", "notes_unigram_log_probs", "segmentation_score",
+    "volleyball_log_probs",
 ]
 
 SPACE_MARK = "\u2581"  # "▁", SentencePiece's word-start marker
 UNK_PENALTY = 10.0     # an unknown character scores (lowest log-prob) - UNK_PENALTY
 
-#: Piece probabilities for the notes' "volleyball" example (see the module docstring).
+#: The notes' frequency table (004 l.517-557): the 23 pieces of their BPE vocabulary and how
+#: often each is used in their corpus, 35 in all. (Their count table writes "shar" for the
+#: vocabulary's "share".)
+NOTES_UNIGRAM_COUNTS: dict[str, int] = {
+    "I": 2, "love": 2, "play": 1, "ing": 4, "vol": 1, "le": 3, "y": 2, "volley": 1, "ball": 2,
+    "volleyball": 1, "and": 2, "foot": 1, "football": 1, "al": 3, "also": 1, "meet": 1,
+    "people": 1, "share": 1, "ideas": 1, "learn": 1, "from": 1, "their": 1, "experiences": 1,
+}
+
+
+def notes_unigram_log_probs(base: float = math.e) -> dict[str, float]:
+    """log p(x) = log(count(x) / 35) for the notes' table (base 10 gives the notes' numbers)."""
+    total = sum(NOTES_UNIGRAM_COUNTS.values())
+    return {piece: math.log(n / total, base) for piece, n in NOTES_UNIGRAM_COUNTS.items()}
+
+
+#: Piece probabilities of a second "volleyball" example, ours, not the notes' (see the module
+#: docstring): without a `volleyball` piece, the split volley|ball wins.
 VOLLEYBALL_PROBS: dict[str, float] = {
     **{ch: 0.01 for ch in "voleyba"},
     "vol": 0.02, "ley": 0.02, "volley": 0.05, "bal": 0.03, "ball": 0.08,

@@ -1,5 +1,10 @@
 """Word-level BPE by hand, as in Sennrich et al. (2016) and the course notes.
 
+Two corpora: the notes' (:data:`NOTES_BPE_CORPUS`, "low lower newest widest", each word once),
+whose first merges are (l, o), (lo, w), (e, s), (es, t), after which "newest" is
+``n e w est </w>``, the notes' "n, e, w, est" (every pair ties at 2, and the tie goes to the pair
+seen first); and the paper's (:data:`SENNRICH_CORPUS`, below, with counts).
+
 The corpus is a table of words with counts. Each word is written as characters separated by
 spaces, with an end-of-word marker ``</w>`` so that a suffix ("est</w>") and the same letters
 inside a word ("est" in "estimate") stay different symbols::
@@ -25,14 +30,18 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 __all__ = [
-    "END_OF_WORD", "SENNRICH_CORPUS", "MergeStep", "word_bpe_merge_table",
+    "END_OF_WORD", "NOTES_BPE_CORPUS", "SENNRICH_CORPUS", "MergeStep", "word_bpe_merge_table",
     "word_bpe_tokenize", "newest_example",
 ]
 
 END_OF_WORD = "</w>"
 
-#: The example corpus of the notes: word -> count.
+#: The example corpus of Sennrich et al. (2016): word -> count. (Not the notes': theirs is
+#: NOTES_BPE_CORPUS.)
 SENNRICH_CORPUS: dict[str, int] = {"low": 5, "lower": 2, "newest": 6, "widest": 3}
+
+#: The notes' corpus (004 l.65-370): "low lower newest widest", each word once.
+NOTES_BPE_CORPUS: dict[str, int] = {"low": 1, "lower": 1, "newest": 1, "widest": 1}
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,6 @@ def word_bpe_tokenize(word: str, merges) -> list[str]:
 
 
 def newest_example(num_merges: int = 10) -> tuple[list[MergeStep], list[str]]:
-    """The notes' example: the merge table on the corpus, and the tokens of "newest"."""
+    """Sennrich's corpus (not the notes'): the merge table, and the tokens of "newest"."""
     table = word_bpe_merge_table(SENNRICH_CORPUS, num_merges)
     return table, word_bpe_tokenize("newest", table)

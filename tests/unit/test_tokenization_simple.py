@@ -5,6 +5,7 @@ import pytest
 from course_lib.tokenization import (
     BOS,
     EOS,
+    NOTES_BPE_CORPUS,
     SENNRICH_CORPUS,
     BPETokenizer,
     CharTokenizer,
@@ -72,7 +73,15 @@ def test_word_bpe_table_shows_the_corpus_after_each_step():
     assert first.words["l o w </w>"] == 5
 
 
-def test_newest_is_tokenized_as_in_the_notes():
+def test_the_notes_corpus_merges_lo_low_es_est_and_newest_becomes_n_e_w_est():
+    """004 l.65-370: each word once; the merges (l,o), (lo,w), (e,s), (es,t), all with count 2
+    (ties go to the pair seen first), and "newest" -> n, e, w, est (+ the end-of-word marker)."""
+    table = word_bpe_merge_table(NOTES_BPE_CORPUS, 4)
+    assert [step.pair for step in table] == [("l", "o"), ("lo", "w"), ("e", "s"), ("es", "t")]
+    assert word_bpe_tokenize("newest", table) == ["n", "e", "w", "est", "</w>"]
+
+
+def test_newest_on_sennrichs_corpus():
     table, tokens = newest_example()
     assert tokens == ["newest</w>"], "after 10 merges 'newest' is one symbol"
     assert word_bpe_tokenize("newest", table[:3]) == ["n", "e", "w", "est</w>"]

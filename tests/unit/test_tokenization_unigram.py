@@ -7,9 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib.tokenization import (
+    NOTES_UNIGRAM_COUNTS,
     SPACE_MARK,
     UnigramTokenizer,
     brute_force_segmentation,
+    notes_unigram_log_probs,
     segmentation_score,
     volleyball_log_probs,
 )
@@ -19,21 +21,41 @@ SMALL_CORPUS = ("the cat sat on the mat . the hat is on the cat . "
 
 
 # --- Viterbi ------------------------------------------------------------------------------------
-def test_volleyball_example_from_the_notes():
+def test_the_notes_frequency_table_has_23_pieces_and_35_uses():
+    assert len(NOTES_UNIGRAM_COUNTS) == 23
+    assert sum(NOTES_UNIGRAM_COUNTS.values()) == 35
+    assert math.exp(notes_unigram_log_probs()["ing"]) == pytest.approx(4 / 35), "the notes' P(ing)"
+
+
+def test_the_notes_volleyball_example_keeps_the_whole_word():
+    """004 l.559-571: log10 scores -5.09, -2.71 [sic: -2.79] and -1.54; `volleyball` wins."""
+    log10 = notes_unigram_log_probs(base=10)
+    scores = {" ".join(s): segmentation_score(s, log10)
+              for s in (["vol", "le", "y", "ball"], ["volley", "ball"], ["volleyball"])}
+    assert scores["vol le y ball"] == pytest.approx(math.log10(1 * 3 * 2 * 2 / 35**4))
+    assert round(scores["vol le y ball"], 2) == -5.10, "the notes truncate -5.097 to -5.09"
+    assert round(scores["volley ball"], 2) == -2.79, "the notes' -2.71 is a slip"
+    assert round(scores["volleyball"], 2) == -1.54
+    assert UnigramTokenizer(notes_unigram_log_probs()).viterbi("volleyball") == ["volleyball"]
+    assert brute_force_segmentation("volleyball", log10)[0] == ["volleyball"]
+
+
+def test_our_second_volleyball_example_splits_the_word():
+    """Not the notes': a vocabulary without `volleyball`, where volley|ball wins."""
     log_probs = volleyball_log_probs()
-    tok = UnigramTokenizer(log_probs)
-    best = tok.viterbi("volleyball")
+    best = UnigramTokenizer(log_probs).viterbi("volleyball")
     assert best == ["volley", "ball"]
-    # and it beats the other readings by a wide margin
     for other in (["vol", "ley", "ball"], ["volley", "bal", "l"], list("volleyball")):
         assert segmentation_score(best, log_probs) > segmentation_score(other, log_probs) + 2
 
 
-def test_viterbi_equals_brute_force_on_the_example():
-    log_probs = volleyball_log_probs()
-    pieces, score = brute_force_segmentation("volleyball", log_probs)
+def test_viterbi_equals_brute_force_on_both_examples():
+    pieces, score = brute_force_segmentation("volleyball", volleyball_log_probs())
     assert pieces == ["volley", "ball"]
     assert score == pytest.approx(math.log(0.05 * 0.08))
+    pieces, score = brute_force_segmentation("volleyball", notes_unigram_log_probs())
+    assert pieces == ["volleyball"]
+    assert score == pytest.approx(math.log(1 / 35))
 
 
 @st.composite
