@@ -29,11 +29,38 @@ def token_pieces(tokenizer, text: str) -> list[tuple[str, int]]:
                 for i in ids]
     out = tokenizer.encode(text)
     if hasattr(out, "ids") and hasattr(out, "offsets"):  # tokenizers.Encoding
-        return [(text[s:e] if e > s else tok, i)
-                for (s, e), tok, i in zip(out.offsets, out.tokens, out.ids, strict=True)]
+        return _encoding_pieces(text, out)
     if hasattr(tokenizer, "id_to_piece"):  # course_lib tokenizers, sentencepiece
         return [(tokenizer.id_to_piece(i), i) for i in out]
     raise TypeError(f"don't know how to show the tokens of a {type(tokenizer).__name__}")
+
+
+def _byte_level_alphabet() -> dict[str, int]:
+    """GPT-2's printable stand-in for each byte (ByteLevel's alphabet), inverted: char -> byte."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+                 *range(ord("®"), ord("ÿ") + 1)]
+    others = [b for b in range(256) if b not in printable]
+    return {**{chr(b): b for b in printable}, **{chr(256 + n): b for n, b in enumerate(others)}}
+
+
+def _encoding_pieces(text: str, encoding) -> list[tuple[str, int]]:
+    """A `tokenizers` Encoding as (piece, id). Its offsets are characters, so the byte-level
+    tokens of one multi-byte character (an emoji: 4 bytes) all point at the whole character;
+    those are shown as their own bytes (partial UTF-8 as \\x escapes, as for tiktoken) instead of
+    the character once per token."""
+    alphabet = _byte_level_alphabet()
+    spans = list(encoding.offsets)
+    pieces = []
+    for k, ((s, e), tok, i) in enumerate(zip(spans, encoding.tokens, encoding.ids, strict=True)):
+        shared = spans.count((s, e)) > 1 and e > s
+        if shared and all(ch in alphabet for ch in tok):
+            raw = bytes(alphabet[ch] for ch in tok)
+            pieces.append((raw.decode("utf-8", "backslashreplace"), i))
+        elif shared and k > 0 and spans[k - 1] == (s, e):
+            pieces.append(("", i))                  # the rest of a character already shown
+        else:
+            pieces.append((text[s:e] if e > s else tok, i))
+    return pieces
 
 
 def _show(piece: str) -> str:

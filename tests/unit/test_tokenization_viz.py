@@ -47,3 +47,16 @@ def test_playground_updates_every_tokenizer_when_the_text_changes(bpe):
 def test_playground_needs_a_tokenizer():
     with pytest.raises(ValueError, match="at least one"):
         tokenizer_playground({})
+
+
+def test_byte_tokens_of_one_character_are_shown_as_their_bytes_not_the_character_again():
+    """A `tokenizers` byte-level BPE gives an emoji 4 tokens whose offsets all span the emoji;
+    the playground showed it 4 times. Each token now shows its own bytes, as tiktoken's do."""
+    from course_lib.tokenization.peers import train_hf_bpe
+
+    tok = train_hf_bpe("hello world, hello there. " * 20, 280)
+    pieces = token_pieces(tok, "hi 😀")
+    assert [p for p, _ in pieces].count("😀") == 0
+    emoji_bytes = "".join(p for p, _ in pieces if p.startswith("\\x"))
+    assert emoji_bytes == "\\xf0\\x9f\\x98\\x80", pieces
+    assert "".join(p for p, _ in pieces).startswith("hi ")
