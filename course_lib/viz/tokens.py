@@ -13,6 +13,7 @@ that re-renders every tokenizer of a dict on each keystroke.
 from __future__ import annotations
 
 import html
+from collections import Counter
 
 __all__ = ["token_pieces", "token_spans_html", "tokenizer_playground"]
 
@@ -43,23 +44,22 @@ def _byte_level_alphabet() -> dict[str, int]:
     return {**{chr(b): b for b in printable}, **{chr(256 + n): b for n, b in enumerate(others)}}
 
 
+_BYTE_OF_CHAR = _byte_level_alphabet()
+
+
 def _encoding_pieces(text: str, encoding) -> list[tuple[str, int]]:
     """A `tokenizers` Encoding as (piece, id). Its offsets are characters, so the byte-level
     tokens of one multi-byte character (an emoji: 4 bytes) all point at the whole character;
     those are shown as their own bytes (partial UTF-8 as \\x escapes, as for tiktoken) instead of
     the character once per token."""
-    alphabet = _byte_level_alphabet()
-    spans = list(encoding.offsets)
+    uses = Counter(encoding.offsets)
     pieces = []
-    for k, ((s, e), tok, i) in enumerate(zip(spans, encoding.tokens, encoding.ids, strict=True)):
-        shared = spans.count((s, e)) > 1 and e > s
-        if shared and all(ch in alphabet for ch in tok):
-            raw = bytes(alphabet[ch] for ch in tok)
-            pieces.append((raw.decode("utf-8", "backslashreplace"), i))
-        elif shared and k > 0 and spans[k - 1] == (s, e):
-            pieces.append(("", i))                  # the rest of a character already shown
+    for (s, e), tok, i in zip(encoding.offsets, encoding.tokens, encoding.ids, strict=True):
+        if uses[s, e] > 1 and e > s and all(ch in _BYTE_OF_CHAR for ch in tok):
+            piece = bytes(_BYTE_OF_CHAR[ch] for ch in tok).decode("utf-8", "backslashreplace")
         else:
-            pieces.append((text[s:e] if e > s else tok, i))
+            piece = text[s:e] if e > s else tok
+        pieces.append((piece, i))
     return pieces
 
 
