@@ -29,9 +29,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 __all__ = [
+    "PretrainedNotCached",
     "TokenAndPositionEmbedding",
+    "analogy",
     "cosine_distance",
     "cosine_similarity",
+    "load_gpt2_token_embeddings",
+    "nearest_rows",
     "one_hot_embed",
     "sinusoidal_encoding",
     "sinusoidal_positional_encoding",
@@ -237,3 +241,64 @@ def cosine_distance(a: torch.Tensor, b: torch.Tensor, dim: int = -1,
     comparing embedding directions.)
     """
     return 1.0 - cosine_similarity(a, b, dim=dim, eps=eps)
+
+
+def nearest_rows(query: torch.Tensor, E: torch.Tensor, k: int = 5,
+                 exclude: torch.Tensor | list[int] | None = None,
+                 allowed: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k rows of E closest to `query` (D,) by cosine similarity: (similarities, ids).
+
+    `exclude` lists ids never returned (for example the words of an analogy); `allowed`, a
+    boolean mask (V,), restricts the search (for example to tokens that occur in the text).
+    """
+    if query.ndim != 1 or E.ndim != 2 or query.shape[0] != E.shape[1]:
+        raise ValueError(f"query must be (D,) and E (V, D) with the same D; got {tuple(query.shape)} "
+                         f"and {tuple(E.shape)}")
+    sims = cosine_similarity(query[None, :], E)
+    candidates = torch.ones(E.shape[0], dtype=torch.bool) if allowed is None else allowed.clone()
+    if exclude is not None:
+        candidates[torch.as_tensor(exclude, dtype=torch.long)] = False
+    n = int(candidates.sum())
+    if not 1 <= k <= n:
+        raise ValueError(f"k={k} but only {n} rows can be returned; pass 1 <= k <= {n}")
+    sims = sims.masked_fill(~candidates, float("-inf"))
+    top = sims.topk(k)
+    return top.values, top.indices
+
+
+def analogy(E: torch.Tensor, a: int, b: int, c: int, k: int = 5,
+            allowed: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """"a is to b as c is to ?": the k rows nearest to E[b] - E[a] + E[c], a, b and c excluded.
+
+    king - man + woman is analogy(E, man, king, woman). Excluding the three inputs is the
+    usual convention of analogy benchmarks (Mikolov et al., 2013); without it the nearest row
+    is almost always b or c itself.
+    """
+    return nearest_rows(E[b] - E[a] + E[c], E, k=k, exclude=[a, b, c], allowed=allowed)
+
+
+class PretrainedNotCached(RuntimeError):
+    """Pretrained weights were asked for, but they are not on this machine (nothing is downloaded)."""
+
+
+def load_gpt2_token_embeddings():
+    """GPT-2 small's token table wte (50257, 768) and its tokenizer, from the local cache only.
+
+    Needs `transformers` (the test extras) and the weights in the Hugging Face cache
+    (~/.cache/huggingface or $HF_HOME). Never downloads: raises PretrainedNotCached with the
+    command that fetches them once while online.
+    """
+    try:
+        from transformers import GPT2LMHeadModel, GPT2TokenizerFast
+    except ImportError as error:
+        raise PretrainedNotCached("GPT-2's embeddings need `transformers`: "
+                                  "pip install -e '.[test]'") from error
+    try:
+        model = GPT2LMHeadModel.from_pretrained("gpt2", local_files_only=True)
+        tokenizer = GPT2TokenizerFast.from_pretrained("gpt2", local_files_only=True)
+    except OSError as error:
+        raise PretrainedNotCached(
+            "GPT-2's weights are not in the local Hugging Face cache, and the course never "
+            "downloads them by itself. Fetch them once while online: `hf download gpt2` "
+            "(or `huggingface-cli download gpt2`), then run this cell again.") from error
+    return model.transformer.wte.weight.detach(), tokenizer

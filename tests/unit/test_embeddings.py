@@ -11,9 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib.embeddings import (
+    PretrainedNotCached,
     TokenAndPositionEmbedding,
+    analogy,
     cosine_distance,
     cosine_similarity,
+    load_gpt2_token_embeddings,
+    nearest_rows,
     one_hot_embed,
     sinusoidal_positional_encoding,
 )
@@ -235,3 +239,62 @@ def test_cosine_distance_is_one_minus_similarity_in_0_to_2():
     assert (d >= -1e-6).all()
     assert (d <= 2 + 1e-6).all()
     torch.testing.assert_close(cosine_distance(a, -a), torch.full((10,), 2.0))
+
+
+# --- nearest rows and analogies (lesson 02, section 6) ---
+def _brute_force_nearest(query, E, k, exclude=(), allowed=None):
+    scored = []
+    for v in range(E.shape[0]):
+        if v in exclude or (allowed is not None and not allowed[v]):
+            continue
+        scored.append((float(F.cosine_similarity(query, E[v], dim=0)), v))
+    scored.sort(key=lambda sv: (-sv[0], sv[1]))
+    return [v for _, v in scored[:k]]
+
+
+def test_nearest_rows_equal_a_brute_force_scan_with_exclusions_and_a_mask():
+    g = torch.Generator().manual_seed(0)
+    E = torch.randn(40, 6, generator=g, dtype=torch.float64)
+    query = torch.randn(6, generator=g, dtype=torch.float64)
+    allowed = torch.rand(40, generator=g) > 0.3
+    sims, ids = nearest_rows(query, E, k=7, exclude=[3, 5], allowed=allowed)
+    assert ids.tolist() == _brute_force_nearest(query, E, 7, exclude=(3, 5), allowed=allowed)
+    torch.testing.assert_close(sims, F.cosine_similarity(query[None], E[ids], dim=-1))
+    assert bool((sims[:-1] >= sims[1:]).all()), "similarities must come best first"
+
+
+def test_analogy_recovers_a_planted_offset_and_excludes_its_three_inputs():
+    # rows 0..3: man, king, woman, queen with queen - woman == king - man (a "royal" offset)
+    g = torch.Generator().manual_seed(1)
+    E = torch.randn(30, 16, generator=g, dtype=torch.float64)
+    royal = 3 * torch.randn(16, generator=g, dtype=torch.float64)
+    E[1] = E[0] + royal
+    E[3] = E[2] + royal
+    sims, ids = analogy(E, a=0, b=1, c=2, k=3)
+    assert ids[0].item() == 3, f"king - man + woman should be queen (row 3), got {ids.tolist()}"
+    assert sims[0].item() == pytest.approx(1.0)
+    assert not {0, 1, 2} & set(ids.tolist()), "the analogy's own words must be excluded"
+
+
+def test_nearest_rows_rejects_mismatched_shapes_and_impossible_k():
+    E = torch.randn(5, 4)
+    with pytest.raises(ValueError, match=r"query must be \(D,\)"):
+        nearest_rows(torch.randn(3), E)
+    with pytest.raises(ValueError, match="only 2 rows can be returned"):
+        nearest_rows(torch.randn(4), E, k=3, exclude=[0, 1, 2])
+
+
+def test_gpt2_embeddings_load_from_the_cache_or_say_how_to_fetch_them(monkeypatch):
+    pytest.importorskip("transformers")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    try:
+        wte, tokenizer = load_gpt2_token_embeddings()
+    except PretrainedNotCached as error:
+        message = str(error)
+    else:
+        message = None
+    if message is not None:
+        assert "hf download gpt2" in message
+        return
+    assert tuple(wte.shape) == (50257, 768)
+    assert len(tokenizer.encode(" king")) == 1
