@@ -71,14 +71,20 @@ def attention_heads_grid(weights, labels: Sequence[str], key_labels: Sequence[st
     vmax = float(values.max()) if vmax is None else vmax
     fig, axes = plt.subplots(nrows, ncols, figsize=(cell_size * ncols + 1, cell_size * nrows + 0.5),
                              squeeze=False, constrained_layout=True)
+    points_per_token = 72 * cell_size / max(len(key_labels), len(query_labels))
+    label_size = min(9.0, max(6.0, 0.8 * points_per_token))  # 9 pt unless the tokens are crowded
+    image = None
     for h, ax in enumerate(axes.flat):
         if h >= n_heads:
             ax.axis("off")
             continue
-        ax.imshow(values[h], cmap="viridis", vmin=0.0, vmax=max(vmax, 1e-9), aspect="auto")
-        ax.set_title(f"head {h}", fontsize=9)
-        ax.set_xticks(range(len(key_labels)), labels=key_labels, rotation=90, fontsize=7)
-        ax.set_yticks(range(len(query_labels)), labels=query_labels, fontsize=7)
+        image = ax.imshow(values[h], cmap="viridis", vmin=0.0, vmax=max(vmax, 1e-9), aspect="auto")
+        ax.set_title(f"head {h}", fontsize=10)
+        ax.set_xticks(range(len(key_labels)), labels=key_labels, rotation=90, fontsize=label_size)
+        ax.set_yticks(range(len(query_labels)), labels=query_labels, fontsize=label_size)
+        ax.set_xlabel("key", fontsize=9)
+        ax.set_ylabel("query", fontsize=9)
+    fig.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
     if title:
         fig.suptitle(title)
     return fig

@@ -548,6 +548,10 @@ def test_attention_heads_grid_draws_one_panel_per_head(plt):
     fig = attention_heads_grid(torch.rand(6, 4, 4), list("abcd"), ncols=4)
     titled = [ax.get_title() for ax in fig.axes if ax.get_title()]
     assert titled == [f"head {h}" for h in range(6)]
+    colour_bars = [ax for ax in fig.axes if ax.get_ylabel() == "attention weight"]
+    assert len(colour_bars) == 1, "one shared colour bar, labelled, for all heads"
+    sizes = {t.get_fontsize() for ax in fig.axes[:6] for t in ax.get_xticklabels()}
+    assert min(sizes) >= 6, f"tick labels must stay legible, got font sizes {sizes}"
 
 
 def test_attention_explorer_recomputes_on_sentence_and_mask_changes(plt):
