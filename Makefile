@@ -82,4 +82,4 @@ bench: $(STAMP)
 	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf autograded feedback gradebook.db grades.csv .pytest_cache build
+	rm -rf autograded feedback gradebook.db grades.csv .pytest_cache build .grading

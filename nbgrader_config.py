@@ -11,7 +11,13 @@ class TagTestCellsRaisesException(NbGraderPreprocessor):
     """Released notebooks only: test cells get JupyterLab's `raises-exception` tag, so that
     "Run All" goes on past the visible test of an unanswered exercise and the demos and widgets
     below it still run. The solutions stay untagged, so nbval still fails on any error there;
-    autograde runs every cell whatever the tags, and the tag is not part of nbgrader's checksum."""
+    autograde runs every cell whatever the tags, and the tag is not part of nbgrader's checksum.
+    The solutions' saved widget state (the rendered widgets of the last execution) is dropped:
+    a fresh student notebook has no outputs for it to belong to."""
+
+    def preprocess(self, nb, resources):
+        nb.metadata.pop("widgets", None)
+        return super().preprocess(nb, resources)
 
     def preprocess_cell(self, cell, resources, index):
         meta = cell.metadata.get("nbgrader", {})

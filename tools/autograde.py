@@ -8,7 +8,11 @@ Why not plain `nbgrader autograde`:
   its own process tree under a hard wall-clock deadline, and is killed (kernel included) when it
   overruns; it is then reported as "did not finish" with 0 points and the batch goes on;
 - an edited test cell is silently restored and a deleted one silently scores 0, so submissions
-  are compared with the released notebook first and every such change is reported.
+  are compared with the released notebook first and every such change is reported;
+- answers run in the same process as the hidden tests, so each answer cell is first checked
+  against tools/answer_policy.py. Grading reads a read-only staged copy of each submission
+  (submitted/ itself is never changed), in which an answer that breaks the policy is replaced
+  by a `raise`: it scores 0 and is reported with every violation by name.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import psutil
 if __package__ in (None, ""):  # run as a script: make `tools` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tools.answer_policy import check_answer, notebook_definitions, withheld_source  # noqa: E402
 from tools.nbtools import is_answer_cell, is_test_cell, lesson_names  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,6 +95,56 @@ def integrity_flags(released: Path, submitted: Path, source: Path | None = None)
     return flags
 
 
+STAGING = Path(".grading") / "staged"  # relative to the course root, like submitted/
+
+
+def protected_names(released: Path) -> dict[str, str | None]:
+    """The names the released notebook's own cells import or define, minus the answers' stubs."""
+    nb = nbformat.read(released, as_version=4)
+    code_cells = [c for c in nb.cells if c.cell_type == "code"]
+    stubs = notebook_definitions(c.source for c in code_cells if is_answer_cell(c))
+    own = notebook_definitions(c.source for c in code_cells if not is_answer_cell(c))
+    return {name: dotted for name, dotted in own.items() if name not in stubs}
+
+
+def _make_writable(path: Path) -> None:
+    for p in [path, *path.rglob("*")] if path.exists() else []:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+
+
+def stage_submission(root: Path, lesson: str, student: str) -> list[str]:
+    """Copy a submission into the staging area, withhold answers that break the policy, and
+    make the copy read-only. Returns the flags to report."""
+    source_dir = root / "submitted" / student / lesson
+    staged_dir = root / STAGING / student / lesson
+    _make_writable(staged_dir)
+    shutil.rmtree(staged_dir, ignore_errors=True)
+    shutil.copytree(source_dir, staged_dir, symlinks=False, ignore_dangling_symlinks=True)
+    flags = []
+    for notebook in sorted(staged_dir.glob("*.ipynb")):
+        released = root / "notebooks" / lesson / notebook.name
+        try:
+            nb = nbformat.read(notebook, as_version=4)
+        except Exception:  # reported by integrity_flags
+            continue
+        protected = protected_names(released) if released.exists() else {}
+        withheld = []
+        for cell in nb.cells:
+            if not is_answer_cell(cell):
+                continue
+            violations = check_answer(cell.source, protected)
+            if violations:
+                grade_id = cell.metadata["nbgrader"]["grade_id"]
+                cell.source = withheld_source(grade_id, violations)
+                withheld.append(f"{grade_id} ({'; '.join(str(v) for v in violations[:4])})")
+        if withheld:
+            nbformat.write(nb, notebook)
+            flags.append(f"answer(s) withheld by the grading policy, scored 0, review by hand: {', '.join(withheld)}")
+    for p in [*staged_dir.rglob("*"), staged_dir]:
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    return flags
+
+
 def _kill_tree(process: subprocess.Popen) -> None:
     """Kill nbgrader and every descendant, including kernels started in their own sessions."""
     try:
@@ -119,7 +174,8 @@ def nbgrader(root: Path, *args: str, timeout: float | None = None) -> subprocess
 
 
 def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_timeout: float | None) -> tuple[str, float, str]:
-    args = [sys.executable, "-m", "nbgrader", "autograde", lesson, "--student", student, "--force"]
+    args = [sys.executable, "-m", "nbgrader", "autograde", lesson, "--student", student, "--force",
+            f"--CourseDirectory.submitted_directory={STAGING}"]
     if cell_timeout is not None:
         args.append(f"--Execute.timeout={int(cell_timeout)}")
     start = time.perf_counter()
@@ -198,7 +254,13 @@ def autograde(
                 flags += integrity_flags(
                     root / "notebooks" / lesson / notebook.name, notebook, root / "solutions" / lesson / notebook.name
                 )
-            status, seconds, log = run_autograde(root, lesson, student, deadline, cell_timeout)
+            flags += stage_submission(root, lesson, student)
+            try:
+                status, seconds, log = run_autograde(root, lesson, student, deadline, cell_timeout)
+            finally:
+                staged = root / STAGING / student / lesson
+                _make_writable(staged)
+                shutil.rmtree(staged, ignore_errors=True)
             if status != "graded":
                 _forget(root, lesson, student)
                 flags.append(_failure_reason(status, deadline, log))

@@ -29,10 +29,14 @@ def execute(lesson: str, timeout: int = 600) -> float:
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
     NotebookClient(
-        nb, timeout=timeout, kernel_name="llm-course", record_timing=False, resources={"metadata": {"path": str(path.parent)}}
+        nb,
+        timeout=timeout,
+        kernel_name="llm-course",
+        record_timing=False,
+        store_widget_state=True,  # JupyterLab then renders the saved widgets, not "model not found"
+        resources={"metadata": {"path": str(path.parent)}},
     ).execute()
     elapsed = time.perf_counter() - start
-    nb.metadata.pop("widgets", None)  # widget state is per-run noise
     for cell in nb.cells:
         cell.metadata.pop("execution", None)  # timestamps would leak into the release
     nbformat.write(nb, path)

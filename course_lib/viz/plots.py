@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from matplotlib.ticker import NullFormatter
 
 
 def _to_numpy(x) -> np.ndarray:
@@ -90,6 +91,9 @@ def loglog_fit_plot(x, y, *, label: str = "measured", xlabel: str = "", ylabel: 
     (points,) = ax.loglog(x_np, y_np, "o", label=label)
     ax.loglog(x_np, np.exp(intercept) * x_np**slope, "--", color=points.get_color(), label=f"fit: slope {slope:.2f}")
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    if len(x_np) <= 12:  # label the measured x values themselves: no crowded minor-tick labels
+        ax.set_xticks(x_np, labels=[f"{v:g}" for v in x_np])
+        ax.xaxis.set_minor_formatter(NullFormatter())
     ax.legend()
     ax.grid(alpha=0.3, which="both")
     return ax, slope

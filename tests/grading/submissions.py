@@ -300,14 +300,13 @@ FORBIDDEN_ANSWERS: dict[str, dict[str, str]] = {
 }
 
 NEVER_FINISHES = textwrap.dedent("""
-    import signal, time
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    while True:
+    while True:  # survives the interrupt: KeyboardInterrupt is caught and the loop goes on
         try:
-            time.sleep(0.01)
+            while True:
+                pass
         except BaseException:
             pass
-""")
+""")  # no imports: it passes the answer policy, so the deadline is what stops it
 
 
 def answer_cells(nb) -> list:

@@ -96,3 +96,20 @@ def test_run_all_goes_past_unanswered_exercises_in_the_student_version_only(less
     solution = _cells(ROOT / "solutions" / lesson / f"{lesson}.ipynb")
     tagged = [i for i, c in enumerate(solution) if "raises-exception" in c.get("metadata", {}).get("tags", [])]
     assert tagged == [], f"solution cells {tagged} are tagged raises-exception: nbval would accept their errors"
+
+
+def test_solution_widgets_have_their_saved_state_and_the_release_has_none(lesson):
+    """A widget output is only a model id; without the notebook's saved widget state JupyterLab
+    shows "Error displaying widget: model not found" when the solution is opened.
+    tools/execute_solutions.py stores the state; the release drops it (no outputs to belong to)."""
+    solution = json.loads((ROOT / "solutions" / lesson / f"{lesson}.ipynb").read_text())
+    shown = {out["data"]["application/vnd.jupyter.widget-view+json"]["model_id"]
+             for cell in solution["cells"] for out in cell.get("outputs", [])
+             if "application/vnd.jupyter.widget-view+json" in out.get("data", {})}
+    saved = solution["metadata"].get("widgets", {}).get(
+        "application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    missing = sorted(shown - saved.keys())
+    assert not missing, (f"{len(missing)} widget outputs have no saved state; run "
+                         f"`python tools/execute_solutions.py {lesson}`")
+    student = json.loads((ROOT / "notebooks" / lesson / f"{lesson}.ipynb").read_text())
+    assert "widgets" not in student["metadata"], "the student version carries widget state: run `make release`"
