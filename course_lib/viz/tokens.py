@@ -80,7 +80,7 @@ def token_spans_html(tokenizer, text: str, show_ids: bool = True) -> str:
             f"<span title='id {idx}' style='background:{color};border-radius:3px;"
             f"padding:0 1px;margin:0 1px'>{_show(piece)}{label}</span>"
         )
-    return (f"<div style='font-family:monospace;white-space:pre-wrap;line-height:2'>"
+    return (f"<div style='font-family:monospace;white-space:pre-wrap;overflow-wrap:anywhere;line-height:2'>"
             f"{''.join(spans)}</div>"
             f"<div style='color:#555;font-size:0.8em'>{len(pieces)} tokens</div>")
 
@@ -96,7 +96,9 @@ def tokenizer_playground(tokenizers: dict, text: str = "Hello world! Tokenizers 
         raise ValueError("tokenizer_playground needs at least one tokenizer")
     box_text = widgets.Textarea(value=text, description="Text",
                                 layout=widgets.Layout(width="100%"), continuous_update=True)
-    output = widgets.HTML()
+    # the rows wrap inside the box's width instead of widening it (long runs of tokens have no
+    # break opportunity between adjacent spans)
+    output = widgets.HTML(layout=widgets.Layout(width="100%", overflow="hidden"))
 
     def render(_change=None) -> None:
         rows = []

@@ -44,6 +44,14 @@ def test_playground_updates_every_tokenizer_when_the_text_changes(bpe):
     assert "4 tokens" in output.value, "the char tokenizer gives 4 tokens for 'held'"
 
 
+def test_playground_rows_wrap_inside_the_box_after_an_edit(bpe):
+    box = tokenizer_playground({"chars": CharTokenizer().train("ab ")})
+    text, output = box.children
+    text.value = "ab" * 500  # one long run of tokens with no space to break at
+    assert output.layout.width == "100%", "the output must take the box's width, not its content's"
+    assert "overflow-wrap:anywhere" in output.value, "a long run of tokens must wrap, not widen the row"
+
+
 def test_playground_needs_a_tokenizer():
     with pytest.raises(ValueError, match="at least one"):
         tokenizer_playground({})
