@@ -70,13 +70,7 @@ autograde: $(STAMP)
 	$(BIN)/python tools/autograde.py $(LESSONS)
 
 feedback: $(STAMP)
-	@for a in $(LESSONS); do \
-		if compgen -G "autograded/*/$$a" > /dev/null; then \
-			$(BIN)/nbgrader generate_feedback $$a --force --log-level=ERROR || exit 1; \
-		fi; \
-	done
-	$(BIN)/nbgrader export --to grades.csv --log-level=ERROR
-	@echo "feedback/ written (hidden tests stripped); grades in grades.csv"
+	$(BIN)/python tools/feedback.py $(LESSONS)
 
 bench: $(STAMP)
 	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -1,6 +1,7 @@
 """nbgrader configuration for the course. Run nbgrader from the repository root."""
 
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+from nbformat import NotebookNode
 from nbgrader.converters import GenerateAssignment
 from nbgrader.preprocessors import ClearHiddenTests, GetGrades, NbGraderPreprocessor
 
@@ -27,6 +28,53 @@ class TagTestCellsRaisesException(NbGraderPreprocessor):
                 tags.append("raises-exception")
         return cell, resources
 
+class RedactFeedback(NbGraderPreprocessor):
+    """Feedback shows a learner nothing of the hidden tests. Runs before ClearHiddenTests.
+
+    - A hidden test cell keeps only its verdict: each error becomes `ename: evalue` (the
+      messages are written to be shown), and its printed output is dropped; the traceback
+      would show the hidden code, inputs and forbid lists.
+    - Any other output that contains a line of hidden-test code (printed by an answer, say) is
+      withheld.
+    - Hidden-test marker comments outside the hidden test cells are neutralised, so an answer
+      cannot make ClearHiddenTests fail (two BEGIN lines) or cut its own cell apart.
+    """
+
+    MARKERS = ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+    WITHHELD = "[output withheld by the grader: it contained hidden-test code]"
+
+    def preprocess(self, nb, resources):
+        hidden_cells = [c for c in nb.cells if c.cell_type == "code" and self.MARKERS[0] in c.source
+                        and c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")]
+        hidden_lines = set()
+        for cell in hidden_cells:
+            region = cell.source.split(self.MARKERS[0], 1)[1].split(self.MARKERS[1], 1)[0]
+            hidden_lines |= {line.strip() for line in region.splitlines() if len(line.strip()) >= 12}
+        for cell in nb.cells:
+            if any(cell is h for h in hidden_cells):
+                cell.outputs = [self._verdict(o) for o in cell.get("outputs", []) if o.output_type == "error"]
+                continue
+            for marker in self.MARKERS:
+                cell.source = cell.source.replace(marker, marker.replace("HIDDEN TESTS", "(marker removed)"))
+            if cell.cell_type == "code" and hidden_lines:
+                cell.outputs = [self._screened(o, hidden_lines) for o in cell.get("outputs", [])]
+        return nb, resources
+
+    @staticmethod
+    def _verdict(output):
+        output.traceback = [f"{output.ename}: {output.evalue}"]
+        return output
+
+    @classmethod
+    def _screened(cls, output, hidden_lines):
+        texts = [output.get("text", ""), output.get("evalue", ""), *output.get("traceback", [])]
+        texts += [v for v in output.get("data", {}).values() if isinstance(v, str)]
+        shown = "\n".join(t if isinstance(t, str) else "".join(t) for t in texts)
+        if any(line in shown for line in hidden_lines):
+            return NotebookNode(output_type="stream", name="stdout", text=cls.WITHHELD)
+        return output
+
+
 c.CourseDirectory.course_id = "llm-internals"
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "notebooks"
@@ -39,5 +87,5 @@ c.Execute.interrupt_on_timeout = True
 c.GenerateAssignment.preprocessors = [*GenerateAssignment.class_traits()["preprocessors"].default(),
                                       TagTestCellsRaisesException]
 
-# Feedback never shows hidden-test code.
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+# Feedback never shows hidden-test code, in the cells or in their outputs.
+c.GenerateFeedback.preprocessors = [GetGrades, RedactFeedback, ClearHiddenTests, CSSHTMLHeaderPreprocessor]

@@ -299,6 +299,63 @@ FORBIDDEN_ANSWERS: dict[str, dict[str, str]] = {
     },
 }
 
+# Hostile answers (issue 14): each targets lesson 00's first answer cell, attacks the grading
+# machinery, and defines a wrong stable_softmax that only the attack could make pass. The answer
+# policy (tools/answer_policy.py) must withhold every one: each scores 0 and is flagged.
+def _code(*parts: str) -> str:
+    return "\n".join(textwrap.dedent(part).strip() for part in parts)
+
+
+_WRONG = """
+    def stable_softmax(x, dim=-1):
+        return x
+"""
+HOSTILE_ANSWERS: dict[str, str] = {
+    "ast-transformer": _code("""
+        import ast
+        class DropAsserts(ast.NodeTransformer):
+            def visit_Assert(self, node):
+                return None
+        get_ipython().ast_transformers.append(DropAsserts())
+    """, _WRONG),
+    "patches-isclose": _code("""
+        torch.isclose = lambda a, b, **kwargs: torch.ones_like(a, dtype=torch.bool)
+    """, _WRONG),
+    "helper-via-globals": _code(_WRONG, """
+        stable_softmax.__globals__["assert_tensor_close"] = lambda *args, **kwargs: None
+    """),
+    "obfuscated-import": _code("""
+        importlib = getattr(__builtins__, "__im" + "port__")("importlib")
+        grading = importlib.import_module("course_lib.grad" + "ing")
+        grading.assert_tensor_close.__code__ = (lambda *args, **kwargs: None).__code__
+    """, _WRONG),
+    "null-forbid": _code("""
+        import contextlib
+        forbid = lambda *args, **kwargs: contextlib.nullcontext()
+        def stable_softmax(x, dim=-1):
+            return torch.softmax(x, dim=dim)
+    """),
+    "torch-c-internals": _code("""
+        def stable_softmax(x, dim=-1):
+            with torch._C.DisableTorchFunction():
+                return torch._C._VariableFunctions.softmax(x, dim)
+    """),
+    "hidden-test-markers": _code("""
+        ### BEGIN HIDDEN TESTS
+        ### BEGIN HIDDEN TESTS
+        def stable_softmax(x, dim=-1):
+            return torch.softmax(x, dim=dim)
+    """),
+    "reads-solutions": _code("""
+        print(open("solutions/00_setup/00_setup.ipynb").read()[:5000])
+    """, _WRONG),
+    "writes-gradebook": _code("""
+        import sqlite3
+        sqlite3.connect("gradebook.db").execute("update grade set manual_score = 100")
+    """, _WRONG),
+}
+
+
 NEVER_FINISHES = textwrap.dedent("""
     while True:  # survives the interrupt: KeyboardInterrupt is caught and the loop goes on
         try:
@@ -336,6 +393,15 @@ def with_forbidden_answers(student_nb, answers: dict[str, str]):
     nb = copy.deepcopy(student_nb)
     for cell in answer_cells(nb):
         cell.source = textwrap.dedent(answers[meta(cell)["grade_id"]]).strip()
+    return nb
+
+
+def with_answer(student_nb, grade_id: str, source: str):
+    """The student version with one answer cell replaced, the others left unanswered."""
+    nb = copy.deepcopy(student_nb)
+    cells = [c for c in answer_cells(nb) if meta(c)["grade_id"] == grade_id]
+    assert len(cells) == 1, f"no answer cell {grade_id!r}"
+    cells[0].source = textwrap.dedent(source).strip()
     return nb
 
 

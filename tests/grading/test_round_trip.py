@@ -76,6 +76,14 @@ def graded(request, tmp_path_factory):
             cheat = subs.with_edited_tests(student)
             expected[EDITS] = 0.0
         subs.write(cheat, root / "submitted" / EDITS / lesson / name)
+    if half == CHEATS and lesson == LESSONS[0]:
+        # hostile answers (graded first, in name order), then an honest classmate after them
+        for attack, source in subs.HOSTILE_ANSWERS.items():
+            hostile = subs.with_answer(student, "softmax_answer", source)
+            subs.write(hostile, root / "submitted" / f"hostile-{attack}" / lesson / name)
+            expected[f"hostile-{attack}"] = 0.0
+        subs.write(solution, root / "submitted" / "zz-honest-classmate" / lesson / name)
+        expected["zz-honest-classmate"] = all_points
     results = ag.autograde(root, [lesson], deadline=600, students=sorted(expected))
 
     if half == CHEATS and lesson == LESSONS[0]:  # the runaway loop costs LOOP_DEADLINE_S; once is enough
@@ -89,6 +97,17 @@ def graded(request, tmp_path_factory):
             f"\t{'; '.join(by_student[s].flags)}" for s, e in expected.items()]
     (TABLE_DIR / f"{lesson}-{'1' if half == HONEST else '2'}-{half}.tsv").write_text("\n".join(rows) + "\n")
     return {"lesson": lesson, "root": root, "expected": expected, "results": by_student, "release": root / "notebooks" / lesson / name}
+
+
+def _hidden_lines(root: Path, lesson: str) -> set[str]:
+    """Lines of hidden-test code that appear nowhere else in the solution notebook."""
+    solution = nbformat.read(root / "solutions" / lesson / f"{lesson}.ipynb", as_version=4)
+    hidden_parts = [c.source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0]
+                    for c in solution.cells if subs.is_hidden_test_cell(c)]
+    shown_elsewhere = {line.strip() for c in solution.cells if not subs.is_hidden_test_cell(c)
+                       for line in c.source.splitlines()}
+    return {line.strip() for part in hidden_parts for line in part.splitlines()
+            if len(line.strip()) > 30 and line.strip() not in shown_elsewhere}
 
 
 class RoundTrip:
@@ -139,20 +158,19 @@ class RoundTripHonest(RoundTrip):
 
 
     def test_feedback_strips_hidden_tests_and_grades_export(self, graded):
+        """Both the full-marks and the failing submission: a failed hidden test shows only its
+        message, never the test's code (which a traceback would quote)."""
+        from tools import feedback
+
         root, lesson = graded["root"], graded["lesson"]
-        done = ag.nbgrader(root, "generate_feedback", lesson, "--force")
-        assert done.returncode == 0, f"generate_feedback failed:\n{done.stdout}\n{done.stderr}"
-        html = (root / "feedback" / "solution" / lesson / f"{lesson}.html").read_text()
-        solution = nbformat.read(root / "solutions" / lesson / f"{lesson}.ipynb", as_version=4)
-        hidden_parts = [c.source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0]
-                        for c in solution.cells if subs.is_hidden_test_cell(c)]
-        shown_elsewhere = {line.strip() for c in solution.cells if not subs.is_hidden_test_cell(c)
-                           for line in c.source.splitlines()}
-        hidden_lines = {line.strip() for part in hidden_parts for line in part.splitlines()
-                        if len(line.strip()) > 30 and line.strip() not in shown_elsewhere}
-        assert "BEGIN HIDDEN TESTS" not in html
-        leaked = [line for line in hidden_lines if line in html]
-        assert leaked == [], f"feedback HTML shows hidden-test code: {leaked[:3]}"
+        written, failed = feedback.generate_feedback(root, [lesson])
+        assert failed == [], f"generate_feedback failed: {failed}"
+        hidden_lines = _hidden_lines(root, lesson)
+        for student in ("solution", "untouched-student"):
+            html = (root / "feedback" / student / lesson / f"{lesson}.html").read_text()
+            assert "BEGIN HIDDEN TESTS" not in html
+            leaked = [line for line in hidden_lines if line in html]
+            assert leaked == [], f"{student}'s feedback HTML shows hidden-test code: {leaked[:3]}"
         done = ag.nbgrader(root, "export", "--to", str(root / "grades.csv"))
         assert done.returncode == 0, done.stderr
         rows = (root / "grades.csv").read_text().splitlines()
@@ -175,6 +193,35 @@ class RoundTripCheats(RoundTrip):
         assert deleted, "deleting hidden test cells must be reported"
         assert all(f.startswith("deleted test cell") for f in deleted), deleted
 
+
+    def test_hostile_answers_are_withheld_and_flagged_and_classmates_keep_full_marks(self, graded):
+        hostile = {s: r for s, r in graded["results"].items() if s.startswith("hostile-")}
+        if not hostile:
+            pytest.skip("the hostile batch runs on the first lesson only")
+        unflagged = [s for s, r in hostile.items()
+                     if not any("withheld by the grading policy" in f for f in r.flags)]
+        assert unflagged == [], f"hostile submissions not withheld: {unflagged}"
+        honest = graded["results"]["zz-honest-classmate"]
+        assert honest.flags == [], honest.flags
+        assert honest.auto_score == graded["expected"]["zz-honest-classmate"]
+
+    def test_feedback_for_every_submission_leaks_no_hidden_test_and_grades_export(self, graded):
+        if "zz-honest-classmate" not in graded["expected"]:
+            pytest.skip("the hostile batch runs on the first lesson only")
+        from tools import feedback
+
+        root, lesson = graded["root"], graded["lesson"]
+        written, failed = feedback.generate_feedback(root, [lesson])
+        assert failed == [], failed
+        graded_ok = {s for s, r in graded["results"].items() if r.status == "graded"}
+        assert {w.split("/")[1] for w in written} == graded_ok
+        hidden = _hidden_lines(root, lesson)
+        for student in graded_ok:
+            html = (root / "feedback" / student / lesson / f"{lesson}.html").read_text()
+            leaked = [line for line in hidden if line in html]
+            assert leaked == [], f"{student}'s feedback shows hidden-test code: {leaked[:3]}"
+        assert feedback.main([lesson, "--root", str(root)]) == 0
+        assert (root / "grades.csv").exists()
 
     def test_runaway_submission_is_killed_and_scores_zero(self, graded):
         if "never-finishes" not in graded["expected"]:

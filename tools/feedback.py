@@ -1,0 +1,69 @@
+"""Feedback HTML for every autograded submission, then grades.csv; one bad notebook stops nothing.
+
+    python tools/feedback.py [LESSON ...] [--root DIR]
+
+`nbgrader generate_feedback LESSON` stops at the first notebook it cannot convert, and a
+Makefile loop around it then never reaches the grade export. Here every submission is handled
+on its own, with nbgrader's output going to a log file (not a pipe a submission could hold
+open), failures are listed at the end, and `grades.csv` is written whatever happened.
+What feedback may show is decided in nbgrader_config.py (RedactFeedback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make `tools` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tools.nbtools import lesson_names  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _nbgrader(root: Path, *args: str, timeout: float = 600) -> tuple[int, str]:
+    with tempfile.TemporaryFile(mode="w+") as log:
+        try:
+            code = subprocess.run([sys.executable, "-m", "nbgrader", *args, "--log-level=ERROR"], cwd=root,
+                                  stdout=log, stderr=subprocess.STDOUT, timeout=timeout, check=False).returncode
+        except subprocess.TimeoutExpired:
+            code = -1
+        log.seek(0)
+        return code, log.read()
+
+
+def generate_feedback(root: Path, lessons: list[str]) -> tuple[list[str], list[str]]:
+    """(written, failed) as 'lesson/student' strings."""
+    written, failed = [], []
+    for lesson in lessons:
+        for graded in sorted((root / "autograded").glob(f"*/{lesson}")):
+            student = graded.parent.name
+            code, log = _nbgrader(root, "generate_feedback", lesson, "--student", student, "--force")
+            if code == 0:
+                written.append(f"{lesson}/{student}")
+            else:
+                lines = [line for line in log.splitlines() if line.strip()]
+                failed.append(f"{lesson}/{student}: " + (lines[-1][:200] if lines else f"exit code {code}"))
+    return written, failed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("lessons", nargs="*", help="assignments (default: every folder in solutions/)")
+    parser.add_argument("--root", type=Path, default=ROOT, help="course directory (holds nbgrader_config.py)")
+    args = parser.parse_args(argv)
+    written, failed = generate_feedback(args.root, args.lessons or lesson_names(args.root))
+    code, log = _nbgrader(args.root, "export", "--to", "grades.csv")
+    print(f"feedback/ written for {len(written)} submission(s) (hidden tests stripped)")
+    for failure in failed:
+        print(f"  no feedback for {failure}")
+    print("grades.csv written" if code == 0 else f"grades.csv NOT written: {log.strip()[-300:]}")
+    return 0 if code == 0 and not failed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
