@@ -41,6 +41,8 @@ $(STAMP): pyproject.toml constraints.txt Makefile tools/jupyterlab-overrides.jso
 	@touch $(STAMP)
 
 setup: $(STAMP)
+	@command -v bwrap >/dev/null 2>&1 || echo "note: bubblewrap (bwrap) is not installed: make autograde needs it to sandbox \
+	submissions (Debian/Ubuntu: apt install bubblewrap)"
 
 lab: $(STAMP)
 	@echo "JupyterLab will print its URL below (open the one with /lab?token=...). Ctrl-C stops it."
@@ -67,7 +69,7 @@ execute-solutions: $(STAMP)
 	$(BIN)/python tools/execute_solutions.py $(LESSONS)
 
 autograde: $(STAMP)
-	$(BIN)/python tools/autograde.py $(LESSONS)
+	$(BIN)/python tools/autograde.py $(LESSONS) $(AUTOGRADE_FLAGS)
 
 feedback: $(STAMP)
 	$(BIN)/python tools/feedback.py $(LESSONS)

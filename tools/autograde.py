@@ -9,6 +9,9 @@ Why not plain `nbgrader autograde`:
   overruns; it is then reported as "did not finish" with 0 points and the batch goes on;
 - an edited test cell is silently restored and a deleted one silently scores 0, so submissions
   are compared with the released notebook first and every such change is reported;
+- every kernel runs in a bubblewrap sandbox (tools/sandbox.py): no network, no course files
+  but course_lib and the data, a non-root uid, resource limits; without bwrap grading refuses
+  to run unless --no-sandbox is given;
 - answers run in the same process as the hidden tests, so each answer cell is first checked
   against tools/answer_policy.py. Grading reads a read-only staged copy of each submission
   (submitted/ itself is never changed), in which an answer that breaks the policy is replaced
@@ -24,6 +27,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +38,7 @@ import psutil
 if __package__ in (None, ""):  # run as a script: make `tools` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tools import sandbox  # noqa: E402
 from tools.answer_policy import check_answer, notebook_definitions, withheld_source  # noqa: E402
 from tools.nbtools import is_answer_cell, is_test_cell, lesson_names  # noqa: E402
 
@@ -145,6 +150,27 @@ def stage_submission(root: Path, lesson: str, student: str) -> list[str]:
     return flags
 
 
+WATCHED = ("nbgrader_config.py", "course_lib", "solutions", "notebooks", "submitted")
+
+
+def course_fingerprint(root: Path) -> dict[str, str]:
+    """sha256 of every file grading relies on; compared after each submission."""
+    import hashlib
+
+    digests = {}
+    for name in WATCHED:
+        top = root / name
+        files = [top] if top.is_file() else sorted(p for p in top.rglob("*") if p.is_file()) if top.exists() else []
+        for path in files:
+            if "__pycache__" not in path.parts:
+                digests[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digests
+
+
+def _changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+
+
 def _kill_tree(process: subprocess.Popen) -> None:
     """Kill nbgrader and every descendant, including kernels started in their own sessions."""
     try:
@@ -173,21 +199,35 @@ def nbgrader(root: Path, *args: str, timeout: float | None = None) -> subprocess
     )
 
 
-def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_timeout: float | None) -> tuple[str, float, str]:
+def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_timeout: float | None,
+                  use_sandbox: bool = True) -> tuple[str, float, str]:
     args = [sys.executable, "-m", "nbgrader", "autograde", lesson, "--student", student, "--force",
             f"--CourseDirectory.submitted_directory={STAGING}"]
     if cell_timeout is not None:
         args.append(f"--Execute.timeout={int(cell_timeout)}")
+    env = _env()
+    if use_sandbox:
+        runtime = sandbox.runtime_dir(root / ".grading" / "runtime")
+        kernels = sandbox.write_kernel_spec(root / ".grading" / "jupyter")
+        env["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(kernels), env.get("JUPYTER_PATH")) if p)
+        env["TMPDIR"] = str(runtime)  # the connection file goes there, and only there is writable
+        args += [f"--Execute.kernel_name={sandbox.KERNEL_NAME}", "--KernelManager.transport=ipc",
+                 f"--KernelManager.ip={runtime / 'kernel'}"]
     start = time.perf_counter()
-    process = subprocess.Popen(args, cwd=root, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        log, _ = process.communicate(timeout=deadline)
-        failed = process.returncode != 0 or "There was an error processing" in log
-        status = "autograde error" if failed else "graded"
-    except subprocess.TimeoutExpired:
-        _kill_tree(process)
-        log, _ = process.communicate()
-        status = "did not finish"
+    # nbgrader's output goes to a file: a process the kernel left behind cannot hold a pipe open
+    with tempfile.TemporaryFile(mode="w+") as log_file:
+        process = subprocess.Popen(args, cwd=root, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+                                   text=True, start_new_session=True)
+        try:
+            process.wait(timeout=deadline)
+            status = "graded"
+        except subprocess.TimeoutExpired:
+            status = "did not finish"
+        _kill_tree(process)  # the kernel too, and whatever it started
+        log_file.seek(0)
+        log = log_file.read()
+    if status == "graded" and (process.returncode != 0 or "There was an error processing" in log):
+        status = "autograde error"
     return status, time.perf_counter() - start, log
 
 
@@ -237,8 +277,18 @@ def autograde(
     deadline: float = 600.0,
     cell_timeout: float | None = None,
     students: list[str] | None = None,
+    use_sandbox: bool = True,
+    report: Path | None = None,
+    resume: bool = False,
 ) -> list[Result]:
+    """Grade every submission of `lessons`, one at a time. Each row is appended to `report` (a
+    CSV) as soon as it is known, so a batch that is stopped loses nothing; with `resume`, the
+    submissions already in the report are skipped."""
+    if use_sandbox and sandbox.bwrap_path() is None:
+        raise RuntimeError(NO_SANDBOX)
     results = []
+    fingerprint = course_fingerprint(root)
+    done = _reported(report) if (report is not None and resume) else set()
     for lesson in lessons:
         released = root / "notebooks" / lesson / f"{lesson}.ipynb"
         if not released.exists() or not _in_gradebook(root, lesson):
@@ -247,7 +297,7 @@ def autograde(
                 raise RuntimeError(f"nbgrader generate_assignment {lesson} failed:\n{done.stdout}{done.stderr}")
         for student_dir in sorted((root / "submitted").glob(f"*/{lesson}")):
             student = student_dir.parent.name
-            if students is not None and student not in students:
+            if (students is not None and student not in students) or (lesson, student) in done:
                 continue
             flags = []
             for notebook in sorted(student_dir.glob("*.ipynb")):
@@ -256,7 +306,7 @@ def autograde(
                 )
             flags += stage_submission(root, lesson, student)
             try:
-                status, seconds, log = run_autograde(root, lesson, student, deadline, cell_timeout)
+                status, seconds, log = run_autograde(root, lesson, student, deadline, cell_timeout, use_sandbox)
             finally:
                 staged = root / STAGING / student / lesson
                 _make_writable(staged)
@@ -265,16 +315,40 @@ def autograde(
                 _forget(root, lesson, student)
                 flags.append(_failure_reason(status, deadline, log))
             score, maximum = gradebook_scores(root, lesson, student)
+            now = course_fingerprint(root)
+            changed = _changed(fingerprint, now)
+            if changed:
+                flags.append(f"COURSE FILES CHANGED while this submission was graded: {', '.join(changed[:5])}")
+                print(f"WARNING: {lesson}/{student}: course files changed during grading: {changed[:5]}",
+                      file=sys.stderr, flush=True)
+                fingerprint = now
+            for earlier in results:
+                if earlier.lesson == lesson and gradebook_scores(root, lesson, earlier.student)[0] != earlier.auto_score:
+                    flags.append(f"the gradebook score of {earlier.student} changed while this one was graded")
             results.append(Result(lesson, student, status, score, maximum, seconds, flags))
             print(format_row(results[-1]), flush=True)
+            if report is not None:
+                _append_row(report, results[-1])
     return results
+
+
+NO_SANDBOX = (
+    "bubblewrap (bwrap) is not installed or cannot create namespaces here, so the submissions' code "
+    "would run unsandboxed as your user: it could read every file you can (solutions, other "
+    "students' work, the gradebook), change them, use the network, and exhaust the machine. "
+    "Install it (Debian/Ubuntu: apt install bubblewrap), or pass --no-sandbox if you accept that."
+)
 
 
 def _failure_reason(status: str, deadline: float, log: str) -> str:
     if status == "did not finish":
         return f"killed after {deadline:.0f} s: a cell never finished (0 points; check by hand)"
+    if "Timeout waiting for IOPub" in log:
+        return "the kernel stopped sending output (IOPub timeout; 0 points; check by hand)"
     if "CellTimeoutError" in log:
-        return "a cell ran past the per-cell timeout and ignored the interrupt (0 points; check by hand)"
+        return "a cell ran past the per-cell timeout (0 points; check by hand)"
+    if "DeadKernelError" in log or "Kernel died" in log:
+        return "the kernel died (out of memory, or killed; 0 points; check by hand)"
     errors = [line.strip() for line in log.splitlines() if "Error" in line and "Please see the" not in line]
     return "nbgrader could not grade it: " + (errors[-1][:160] if errors else "see nbgrader's log")
 
@@ -284,13 +358,30 @@ def format_row(r: Result) -> str:
     return f"{r.lesson:<20} {r.student:<24} {r.status:<16} {r.auto_score:>5.1f} / {r.auto_max:<5.1f} {r.seconds:>6.1f}s  {notes}"
 
 
-def write_csv(results: list[Result], path: Path) -> None:
+CSV_HEADER = ["lesson", "student", "status", "autograded_score", "autograded_max", "seconds", "flags"]
+
+
+def _append_row(path: Path, r: Result) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
+    new = not path.exists()
+    with open(path, "a", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["lesson", "student", "status", "autograded_score", "autograded_max", "seconds", "flags"])
-        for r in results:
-            writer.writerow([r.lesson, r.student, r.status, r.auto_score, r.auto_max, f"{r.seconds:.1f}", "; ".join(r.flags)])
+        if new:
+            writer.writerow(CSV_HEADER)
+        writer.writerow([r.lesson, r.student, r.status, r.auto_score, r.auto_max, f"{r.seconds:.1f}", "; ".join(r.flags)])
+
+
+def _reported(path: Path) -> set[tuple[str, str]]:
+    if not path.exists():
+        return set()
+    with open(path, newline="") as f:
+        return {(row["lesson"], row["student"]) for row in csv.DictReader(f)}
+
+
+def write_csv(results: list[Result], path: Path) -> None:
+    path.unlink(missing_ok=True)
+    for r in results:
+        _append_row(path, r)
 
 
 def release_is_current(root: Path, lesson: str) -> bool:
@@ -320,6 +411,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=ROOT, help="course directory (holds nbgrader_config.py)")
     parser.add_argument("--deadline", type=float, default=600.0, help="hard wall-clock limit per submission, seconds")
     parser.add_argument("--cell-timeout", type=float, default=None, help="override nbgrader's per-cell timeout")
+    parser.add_argument("--resume", action="store_true",
+                        help="skip the submissions already in autograded/autograde-report.csv")
+    parser.add_argument("--no-sandbox", action="store_true",
+                        help="run the submissions' code unsandboxed (read the warning first)")
     args = parser.parse_args(argv)
     lessons = args.lessons or lesson_names(args.root)
     if not (args.root / "submitted").is_dir():
@@ -331,8 +426,16 @@ def main(argv: list[str] | None = None) -> int:
               f"before grading, or grading uses the old tests.")
         return 1
     print(f"{'lesson':<20} {'student':<24} {'status':<16} {'autograded':<13} {'time':>7}  notes")
-    results = autograde(args.root, lessons, args.deadline, args.cell_timeout)
-    write_csv(results, args.root / "autograded" / "autograde-report.csv")
+    if not args.no_sandbox and sandbox.bwrap_path() is None:
+        print(NO_SANDBOX)
+        return 1
+    if args.no_sandbox:
+        print("WARNING: --no-sandbox: submissions run as your user, with your files and network.")
+    report = args.root / "autograded" / "autograde-report.csv"
+    if not args.resume:
+        report.unlink(missing_ok=True)
+    results = autograde(args.root, lessons, args.deadline, args.cell_timeout, use_sandbox=not args.no_sandbox,
+                        report=report, resume=args.resume)
     print(f"\n{len(results)} submission(s); report in autograded/autograde-report.csv. "
           f"Next: manual grading in the formgrader (make lab), then make feedback.")
     return 0

@@ -356,6 +356,16 @@ HOSTILE_ANSWERS: dict[str, str] = {
 }
 
 
+def escapes_through_numpy(root) -> str:
+    """Passes the answer policy (numpy is allowed) and writes into the course folder, which only
+    the sandbox prevents; it also tries to read the gradebook and to print it."""
+    return _code(f"""
+        import numpy as np
+        np.array([1, 2, 3]).tofile({str(root / "pwned-by-numpy")!r})
+        print(np.fromfile({str(root / "gradebook.db")!r}, dtype=np.uint8)[:100])
+    """, _WRONG)
+
+
 NEVER_FINISHES = textwrap.dedent("""
     while True:  # survives the interrupt: KeyboardInterrupt is caught and the loop goes on
         try:

@@ -7,6 +7,7 @@ tools/autograde.py, the code behind `make autograde`.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 
 from tests.grading import submissions as subs
 from tools import autograde as ag
+from tools import sandbox
 from tools.nbtools import lesson_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,6 +24,11 @@ LESSONS = lesson_names(ROOT)
 TABLE_DIR = ROOT / "build" / "round_trip"
 LOOP_DEADLINE_S = 20
 EDITS = "calls-reference-edits-tests"
+# Kernels run in the bubblewrap sandbox wherever it works; CI (.ci/run) installs bubblewrap and
+# sets REQUIRE_SANDBOX=1, so that there a missing sandbox fails instead of grading unsandboxed.
+SANDBOX = sandbox.bwrap_path() is not None
+if os.environ.get("REQUIRE_SANDBOX") == "1" and not SANDBOX:
+    raise RuntimeError("REQUIRE_SANDBOX=1 but bwrap is missing or cannot create namespaces: " + ag.NO_SANDBOX)
 
 
 def _strip_volatile(nb) -> dict:
@@ -82,14 +89,19 @@ def graded(request, tmp_path_factory):
             hostile = subs.with_answer(student, "softmax_answer", source)
             subs.write(hostile, root / "submitted" / f"hostile-{attack}" / lesson / name)
             expected[f"hostile-{attack}"] = 0.0
+        if SANDBOX:  # allowed by the policy; only the sandbox stops it
+            escape = subs.with_answer(student, "softmax_answer", subs.escapes_through_numpy(root))
+            subs.write(escape, root / "submitted" / "hostile-escapes-through-numpy" / lesson / name)
+            expected["hostile-escapes-through-numpy"] = 0.0
         subs.write(solution, root / "submitted" / "zz-honest-classmate" / lesson / name)
         expected["zz-honest-classmate"] = all_points
-    results = ag.autograde(root, [lesson], deadline=600, students=sorted(expected))
+    results = ag.autograde(root, [lesson], deadline=600, students=sorted(expected), use_sandbox=SANDBOX)
 
     if half == CHEATS and lesson == LESSONS[0]:  # the runaway loop costs LOOP_DEADLINE_S; once is enough
         subs.write(subs.never_finishing(solution), root / "submitted" / "never-finishes" / lesson / name)
         expected["never-finishes"] = 0.0
-        results += ag.autograde(root, [lesson], deadline=LOOP_DEADLINE_S, students=["never-finishes"])
+        results += ag.autograde(root, [lesson], deadline=LOOP_DEADLINE_S, students=["never-finishes"],
+                                use_sandbox=SANDBOX)
 
     by_student = {r.student: r for r in results}
     TABLE_DIR.mkdir(parents=True, exist_ok=True)
@@ -198,6 +210,9 @@ class RoundTripCheats(RoundTrip):
         hostile = {s: r for s, r in graded["results"].items() if s.startswith("hostile-")}
         if not hostile:
             pytest.skip("the hostile batch runs on the first lesson only")
+        escaped = graded["root"] / "pwned-by-numpy"
+        assert not escaped.exists(), "a submission wrote into the course folder: the sandbox did not hold"
+        hostile.pop("hostile-escapes-through-numpy", None)  # the policy allows it; the sandbox stops it
         unflagged = [s for s, r in hostile.items()
                      if not any("withheld by the grading policy" in f for f in r.flags)]
         assert unflagged == [], f"hostile submissions not withheld: {unflagged}"

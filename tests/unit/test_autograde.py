@@ -97,3 +97,45 @@ def test_release_is_current_notices_edited_solutions(tmp_path):
     source = tmp_path / "solutions" / "00_setup" / "00_setup.ipynb"
     source.write_text(source.read_text().replace("visible tests passed", "visible tests passed!"))
     assert not ag.release_is_current(tmp_path, "00_setup")
+
+
+def test_report_rows_are_appended_one_by_one_and_resume_skips_them(tmp_path):
+    report = tmp_path / "autograded" / "report.csv"
+    first = ag.Result("00_setup", "ada", "graded", 8.0, 8.0, 1.0)
+    ag._append_row(report, first)
+    ag._append_row(report, ag.Result("00_setup", "bob", "did not finish", 0.0, 8.0, 600.0, ["killed"]))
+    lines = report.read_text().splitlines()
+    assert lines[0].startswith("lesson,student,status")
+    assert len(lines) == 3, "one header, then one row per submission as soon as it is graded"
+    assert ag._reported(report) == {("00_setup", "ada"), ("00_setup", "bob")}
+
+
+def test_course_fingerprint_sees_a_changed_course_file(tmp_path):
+    (tmp_path / "course_lib").mkdir()
+    (tmp_path / "course_lib" / "grading.py").write_text("x = 1\n")
+    (tmp_path / "nbgrader_config.py").write_text("c = 1\n")
+    before = ag.course_fingerprint(tmp_path)
+    (tmp_path / "course_lib" / "grading.py").write_text("x = 2\n")
+    assert ag._changed(before, ag.course_fingerprint(tmp_path)) == ["course_lib/grading.py"]
+
+
+def test_staged_copy_withholds_a_violating_answer_and_leaves_submitted_unchanged(tmp_path):
+    lesson = "00_x"
+    _release(tmp_path / "notebooks" / lesson / f"{lesson}.ipynb")
+    submitted = tmp_path / "submitted" / "eve" / lesson / f"{lesson}.ipynb"
+    nbt.write_notebook(submitted, [
+        nbt.code("x = 1"),
+        nbt.answer("f_answer", "import os\ndef f(x):\n    ### BEGIN SOLUTION\n    return x + 1\n    ### END SOLUTION"),
+        nbt.tests("f_visible", 1, "assert f(0) == 1"),
+        nbt.tests("f_hidden", 1, "assert f(1) == 2"),
+    ])
+    original = submitted.read_bytes()
+    flags = ag.stage_submission(tmp_path, lesson, "eve")
+    assert len(flags) == 1
+    assert "f_answer" in flags[0]
+    assert "import not allowed (os)" in flags[0]
+    staged = tmp_path / ag.STAGING / "eve" / lesson / f"{lesson}.ipynb"
+    assert "withheld by the grading policy" in staged.read_text()
+    assert not staged.stat().st_mode & 0o222, "the staged copy must be read-only"
+    assert submitted.read_bytes() == original, "submitted/ is never changed"
+    ag._make_writable(tmp_path / ag.STAGING)

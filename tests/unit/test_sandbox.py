@@ -1,0 +1,116 @@
+"""The grading sandbox (tools/sandbox.py): a kernel that sees only what it needs.
+
+Each test starts a real kernel through the sandbox's kernel spec, the way nbgrader does when
+tools/autograde.py grades, and checks one property from inside it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tools import sandbox
+
+pytestmark = pytest.mark.skipif(sandbox.bwrap_path() is None and os.environ.get("REQUIRE_SANDBOX") != "1",
+                                reason="bubblewrap is not installed here (Debian: apt install bubblewrap)")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory, monkeypatch_module):
+    from jupyter_client.manager import KernelManager
+
+    base = tmp_path_factory.mktemp("sandbox")
+    runtime = sandbox.runtime_dir(base / "runtime")
+    monkeypatch_module.setenv("JUPYTER_PATH", str(sandbox.write_kernel_spec(base / "jupyter")))
+    monkeypatch_module.setenv("LLM_SANDBOX_MEMORY_BYTES", str(4 * 2**30))
+    km = KernelManager(kernel_name=sandbox.KERNEL_NAME, transport="ipc", ip=str(runtime / "kernel"),
+                       connection_file=str(runtime / "kernel.json"))
+    km.start_kernel()
+    client = km.client()
+    client.start_channels()
+    client.wait_for_ready(timeout=60)
+
+    def run(code: str) -> str:
+        chunks = []
+
+        def keep(message):
+            content = message["content"]
+            if message["msg_type"] == "stream":
+                chunks.append(content["text"])
+            elif message["msg_type"] == "error":
+                chunks.append(f"{content['ename']}: {content['evalue']}")
+
+        client.execute_interactive(code, timeout=60, output_hook=keep)
+        return "".join(chunks).strip()
+
+    yield run
+    client.stop_channels()
+    km.shutdown_kernel(now=True)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
+
+
+def test_the_kernel_runs_as_an_unprivileged_user_and_can_use_the_course(kernel):
+    out = kernel("import os, torch\nfrom course_lib.data import load_text\n"
+                 "print(os.getuid(), len(load_text('tinyshakespeare')) > 1_000_000)")
+    assert out == f"{sandbox.SANDBOX_UID} True"
+
+
+def test_course_files_other_than_course_lib_do_not_exist_inside(kernel):
+    paths = [ROOT / name for name in ("gradebook.db", "solutions", "submitted", "autograded", ".git")]
+    paths.append(Path.home() / ".bash_history")
+    out = kernel(f"import os\nprint([os.path.exists(p) for p in {[str(p) for p in paths]!r}])")
+    assert out == str([False] * len(paths))
+
+
+def test_course_lib_is_read_only_and_the_network_is_gone(kernel):
+    out = kernel(
+        "import socket\n"
+        "try:\n"
+        f"    open({str(ROOT / 'course_lib' / 'pwned.py')!r}, 'w')\n"
+        "except OSError as e:\n"
+        "    print(type(e).__name__)\n"
+        "try:\n"
+        "    socket.create_connection(('1.1.1.1', 53), timeout=2)\n"
+        "except OSError as e:\n"
+        "    print('no network')\n")
+    assert out.splitlines() == ["OSError", "no network"]
+    assert not (ROOT / "course_lib" / "pwned.py").exists()
+
+
+def test_memory_and_file_size_are_limited(kernel):
+    out = kernel(
+        "try:\n"
+        "    block = bytearray(6 * 2**30)\n"
+        "except MemoryError:\n"
+        "    print('MemoryError')\n"
+        "try:\n"
+        "    with open('/tmp/big', 'wb') as f:\n"
+        "        f.write(b'0' * (65 * 2**20))\n"
+        "except OSError as e:\n"
+        "    print('file too large')\n")
+    assert out.splitlines() == ["MemoryError", "file too large"]
+
+
+def test_the_environment_is_cleared(kernel):
+    os.environ["GRADER_SECRET"] = "1"
+    out = kernel("import os\nprint('GRADER_SECRET' in os.environ, os.environ['HOME'])")
+    assert out == "False /tmp"
+
+
+def test_the_launcher_refuses_a_connection_file_outside_a_runtime_folder(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "kernel.json").write_text("{}")
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "sandbox.py"), "-f", str(tmp_path / "kernel.json")],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode != 0
+    assert "runtime_dir" in done.stderr

@@ -1,0 +1,140 @@
+"""Grading kernels in a bubblewrap sandbox.
+
+`tools/autograde.py` points nbgrader at a kernel spec whose command is this file:
+
+    python tools/sandbox.py -f CONNECTION_FILE
+
+It sets resource limits and then execs `bwrap`, which starts the IPython kernel with:
+
+- its own user, PID, network, IPC, UTS and cgroup namespaces, a non-root uid (65534) and no
+  capabilities; it dies with its parent, and everything it started dies with it (killing the
+  PID namespace's first process kills them all, double-forked daemons included);
+- read-only binds of the OS (/usr, /etc, ...), the interpreter, the virtual environment,
+  `course_lib` and the data folder, and nothing else of the course: no gradebook.db,
+  solutions/, submitted/, autograded/, feedback/, .git or home;
+- a private /tmp, an empty working directory, and a cleared environment;
+- limits on address space (memory), processes, file size and open files.
+
+The kernel talks to nbgrader over Unix sockets (jupyter's "ipc" transport) in a per-submission
+runtime folder, the one writable bind, because its network namespace has no shared loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNEL_NAME = "llm-course-sandbox"
+LIMITS = {  # (soft = hard) per kernel; override with LLM_SANDBOX_<NAME> environment variables
+    "MEMORY_BYTES": 8 * 2**30,  # address space; torch reserves some virtual memory up front
+    "PROCESSES": 256,  # RLIMIT_NPROC counts per uid: the sandbox's own uid
+    "FILE_BYTES": 64 * 2**20,  # the largest file the kernel may write (in its private /tmp)
+    "OPEN_FILES": 1024,
+}
+SANDBOX_UID = 65534
+RUNTIME_MARKER = ".sandbox-runtime"
+
+
+def runtime_dir(path: Path) -> Path:
+    """A fresh, empty folder for one kernel's connection file and sockets: the only folder the
+    sandbox may write to. Run nbgrader with TMPDIR set to it (jupyter puts the connection file
+    in the temporary folder)."""
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    path.chmod(0o777)  # the sandbox's uid creates its sockets here
+    (path / RUNTIME_MARKER).touch()
+    return path
+
+
+def bwrap_path() -> str | None:
+    """The bwrap binary, if it is installed and can create namespaces on this machine."""
+    path = shutil.which("bwrap")
+    if path is None:
+        return None
+    probe = subprocess.run([path, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent",
+                            "--uid", str(SANDBOX_UID), "--", "/bin/true"], capture_output=True, check=False)
+    return path if probe.returncode == 0 else None
+
+
+def _limit(name: str) -> int:
+    return int(os.environ.get(f"LLM_SANDBOX_{name}", LIMITS[name]))
+
+
+def _set_limits() -> None:
+    for rlimit, name in ((resource.RLIMIT_AS, "MEMORY_BYTES"), (resource.RLIMIT_NPROC, "PROCESSES"),
+                         (resource.RLIMIT_FSIZE, "FILE_BYTES"), (resource.RLIMIT_NOFILE, "OPEN_FILES")):
+        value = _limit(name)
+        resource.setrlimit(rlimit, (value, value))
+
+
+def _data_dir() -> Path:
+    if os.environ.get("COURSE_DATA_DIR"):
+        return Path(os.environ["COURSE_DATA_DIR"]).resolve()
+    from course_lib.data import cache_dir
+
+    return cache_dir().resolve()
+
+
+def _read_only_binds() -> list[Path]:
+    """What the kernel may read: the OS, the interpreter, the venv, course_lib, the data."""
+    binds = [Path(p) for p in ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc") if not Path(p).is_symlink()]
+    binds += [Path(sys.base_prefix), Path(sys.prefix), ROOT / "course_lib", _data_dir()]
+    return [p.resolve() for p in binds if p.exists()]
+
+
+def bwrap_command(connection_file: Path, bwrap: str = "bwrap") -> list[str]:
+    runtime = connection_file.resolve().parent
+    command = [bwrap, "--unshare-all", "--die-with-parent", "--new-session",
+               "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--cap-drop", "ALL",
+               "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/tmp/work"]
+    for path in _read_only_binds():
+        command += ["--ro-bind", str(path), str(path)]
+    for link in ("/bin", "/sbin", "/lib", "/lib64"):
+        if Path(link).is_symlink():  # merged-/usr systems: the same links inside
+            command += ["--symlink", os.readlink(link), link]
+    command += ["--bind", str(runtime), str(runtime), "--chdir", "/tmp/work", "--clearenv"]
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
+           "MPLCONFIGDIR": "/tmp", "PYTHONNOUSERSITE": "1", "COURSE_DATA_DIR": str(_data_dir()),
+           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    for key, value in env.items():
+        command += ["--setenv", key, value]
+    return command + ["--", sys.executable, "-m", "ipykernel_launcher", "-f", str(connection_file)]
+
+
+def write_kernel_spec(folder: Path) -> Path:
+    """A kernel spec (under folder/kernels/) whose kernels run in the sandbox; returns folder.
+
+    Point JUPYTER_PATH at the folder to make it visible to nbgrader.
+    """
+    spec_dir = folder / "kernels" / KERNEL_NAME
+    spec_dir.mkdir(parents=True, exist_ok=True)
+    spec = {"argv": [sys.executable, str(Path(__file__).resolve()), "-f", "{connection_file}"],
+            "display_name": "LLM internals (grading sandbox)", "language": "python"}
+    (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1))
+    return folder
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) != 2 or argv[0] != "-f":
+        sys.exit("usage: python tools/sandbox.py -f CONNECTION_FILE")
+    bwrap = bwrap_path()
+    if bwrap is None:
+        sys.exit("bubblewrap (bwrap) is not installed or cannot create namespaces here: "
+                 "install it (Debian: apt install bubblewrap)")
+    connection_file = Path(argv[1]).resolve()
+    if not (connection_file.parent / RUNTIME_MARKER).exists():
+        sys.exit(f"{connection_file} is not in a folder made by tools/sandbox.runtime_dir(): the "
+                 "sandbox binds that folder writable, so it must hold nothing else")
+    command = bwrap_command(connection_file, bwrap)
+    _set_limits()
+    os.execv(bwrap, command)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
