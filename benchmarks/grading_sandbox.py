@@ -49,7 +49,8 @@ def main() -> None:
                 start = time.perf_counter()
                 (result,) = ag.autograde(course, [args.lesson], students=["student"], use_sandbox=use_sandbox)
                 seconds[use_sandbox].append(time.perf_counter() - start)
-                assert result.status == "graded" and result.auto_score == result.auto_max, result
+                if result.status != "graded" or result.auto_score != result.auto_max:
+                    sys.exit(f"the solution was not graded in full: {result}")
     with_sandbox, without = statistics.median(seconds[True]), statistics.median(seconds[False])
     print(f"machine: {platform.processor() or platform.machine()}, python {platform.python_version()}")
     print(f"{args.lesson}, {args.rounds} rounds, median seconds per submission (autograde row included):")
