@@ -13,7 +13,9 @@ as an AST, without running it, and lists what it may not do:
 - dunder names and attributes (`__globals__`, `__code__`, `__builtins__`; `__init__` is allowed,
   classes need it), private attributes (`torch._C`), and the attributes that lead to dispatch,
   frames or the IPython shell (`torch.ops`, `torch.overrides`, `f_globals`, ...);
-- assignment to an attribute of anything but `self` (`torch.isclose = ...`, `F.softmax = ...`);
+- assignment to an attribute of anything but `self` or an object the answer built by calling a
+  class or function of the notebook (`tok = BPETokenizer(); tok.merges = ...` is fine,
+  `torch.isclose = ...`, `F.softmax = ...` and `m = torch; m.isclose = ...` are not);
 - rebinding a name that the notebook's own cells import or define (`forbid = ...`,
   `def assert_tensor_close(...)`), or declaring one `global`.
 
@@ -30,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 ALLOWED_IMPORTS = frozenset({
-    "math", "cmath", "collections", "itertools", "functools", "heapq", "bisect", "dataclasses",
+    "math", "cmath", "collections", "copy", "itertools", "functools", "heapq", "bisect", "dataclasses",
     "re", "regex", "string", "statistics", "random", "numpy", "torch", "torch.nn",
     "torch.nn.functional",
 })
@@ -42,7 +44,7 @@ FORBIDDEN_NAMES = frozenset({
 ALLOWED_DUNDERS = frozenset({"__init__"})
 FORBIDDEN_ATTRIBUTES = frozenset({
     # torch's dispatch and extension points
-    "ops", "overrides", "library", "utils", "hub", "package", "jit", "fx", "compiler",
+    "ops", "overrides", "library", "hub", "package", "jit", "fx", "compiler",
     # frames, code objects and namespaces
     "f_globals", "f_locals", "f_builtins", "f_back", "f_code", "tb_frame", "tb_next", "gi_frame",
     "gi_code", "cr_frame", "cr_code", "ag_frame", "co_code", "modules",
@@ -129,6 +131,31 @@ def _module_level_bindings(statement: ast.stmt) -> Iterable[tuple[str, int]]:
                 yield name.id, statement.lineno
 
 
+def _built_objects(tree: ast.AST, protected: dict[str, str | None]) -> set[str]:
+    """`self`, and the names the answer binds only to the result of calling a class or function
+    that the notebook or the answer defines (`tok = BPETokenizer(...)`): objects it made, whose
+    attributes it may set. A name that is ever bound to anything else is not one of them."""
+    defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    callables = defined | {name for name, dotted in protected.items() if dotted is None or "." in dotted}
+    made, other = {"self"}, set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            value = node.value
+            root = _attribute_root(value.func) if isinstance(value, ast.Call) else None
+            ok = isinstance(root, ast.Name) and root.id in callables and not isinstance(value.func, ast.Lambda)
+            for target in targets:
+                for name in _bound_names(target):
+                    (made if ok else other).add(name.id)
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.NamedExpr, ast.arguments)):
+            for sub in ast.walk(node.target if isinstance(node, (ast.For, ast.AsyncFor, ast.NamedExpr)) else node):
+                if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                    other.add(sub.id)
+                if isinstance(sub, ast.arg) and sub.arg != "self":
+                    other.add(sub.arg)
+    return made - other
+
+
 def check_answer(source: str, protected: dict[str, str | None] | Iterable[str] = ()) -> list[Violation]:
     """Every violation of the policy in one answer cell; [] when the cell may run.
 
@@ -148,6 +175,7 @@ def check_answer(source: str, protected: dict[str, str | None] | Iterable[str] =
             rule = "IPython magic or shell command"
         return violations + [Violation(error.lineno or 0, rule, error.msg or "syntax error")]
 
+    built = _built_objects(tree, protected)
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
         if isinstance(node, ast.Import):
@@ -179,7 +207,7 @@ def check_answer(source: str, protected: dict[str, str | None] | Iterable[str] =
                 violations.append(Violation(line, "attribute not allowed", ast.unparse(node)))
             if isinstance(node.ctx, (ast.Store, ast.Del)):
                 root = _attribute_root(node)
-                if not (isinstance(root, ast.Name) and root.id == "self"):
+                if not (isinstance(root, ast.Name) and root.id in built):
                     violations.append(Violation(line, "assignment to an attribute of something other than self",
                                                 ast.unparse(node)))
         elif isinstance(node, (ast.Global, ast.Nonlocal)):

@@ -190,10 +190,10 @@ FORBIDDEN_ANSWERS: dict[str, dict[str, str]] = {
                 return topk_accuracy_ref(logits, targets, k, ignore_index)
         """,
         "classify_answer": """
+            class LastPooling:  # stands in for a classifier: pool() only reads .pooling
+                pooling = "last"
             def classify(hidden, lengths, head, labels):
-                clf = GPTClassifier.__new__(GPTClassifier)
-                clf.pooling = "last"
-                logits = head(GPTClassifier.pool(clf, hidden, lengths))
+                logits = head(GPTClassifier.pool(LastPooling(), hidden, lengths))
                 return logits, F.cross_entropy(logits, labels)
         """,
     },
@@ -276,11 +276,12 @@ FORBIDDEN_ANSWERS: dict[str, dict[str, str]] = {
         """,
         "beam_answer": """
             def beam_decode(model, idx, max_new_tokens, beam_width):
-                import copy
                 tokens = ref.beam_search(model, idx, max_new_tokens, beam_width, use_cache=False)
-                unhooked = copy.deepcopy(model)  # scoring must not show up as a decoder call
-                unhooked._forward_pre_hooks.clear()
-                return tokens, ref.sequence_log_prob(unhooked, tokens, idx.shape[1]).item()
+                with torch.no_grad():  # model.forward, not model(...): the call counter must not see it
+                    log_probs = torch.log_softmax(model.forward(tokens)[0].double(), dim=-1)
+                start = idx.shape[1]
+                picked = log_probs[:, start - 1:-1].gather(-1, tokens[:, start:, None])[..., 0]
+                return tokens, picked.sum().item()
         """,
         "top_k_answer": """
             def keep_top_k(logits, k):

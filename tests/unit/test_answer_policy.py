@@ -21,6 +21,7 @@ from tools.nbtools import is_answer_cell, lesson_names
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON_00_PROTECTED = {"torch": "torch", "F": "torch.nn.functional",
+                       "BPETokenizer": "course_lib.tokenization.BPETokenizer",
                        "forbid": "course_lib.grading.forbid",
                        "assert_tensor_close": "course_lib.grading.assert_tensor_close"}
 
@@ -40,6 +41,8 @@ def test_every_solution_answer_passes_the_policy(lesson):
     "class Block(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.w = 1",
     "from course_lib.tokenization import split_text",
     "def f(x):\n    torch = 3\n    return torch",  # a local name is not the notebook's `torch`
+    "tok = BPETokenizer()\ntok.merges = {}",  # an object the answer built
+    "import copy\nm = copy.deepcopy(x)",
 ])
 def test_what_learners_ordinarily_write_passes(source):
     assert check_answer(source, LESSON_00_PROTECTED) == []
@@ -62,6 +65,9 @@ def test_each_hostile_answer_is_valid_python_and_caught_for_what_it_does(attack)
     ("%timeit f()", "IPython magic or shell command"),
     ("import torch.nn as torch", "rebinds a name the notebook's own cells define"),
     ("del F", "rebinds a name the notebook's own cells define"),
+    ("m = torch\nm.isclose = None", "assignment to an attribute of something other than self"),
+    ("def f(m):\n    m.isclose = None", "assignment to an attribute of something other than self"),
+    ("t = (lambda: torch)()\nt.isclose = None", "assignment to an attribute of something other than self"),
 ])
 def test_single_rules(source, rule):
     assert rule in [v.rule for v in check_answer(source, LESSON_00_PROTECTED)]
