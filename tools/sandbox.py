@@ -13,7 +13,7 @@ It sets resource limits and then execs `bwrap`, which starts the IPython kernel 
   `course_lib` and the data folder, and nothing else of the course: no gradebook.db,
   solutions/, submitted/, autograded/, feedback/, .git or home;
 - a private /tmp, an empty working directory, and a cleared environment;
-- limits on address space (memory), processes, file size and open files.
+- limits on address space (memory), processes, file size, open files and printed output.
 
 The kernel talks to nbgrader over Unix sockets (jupyter's "ipc" transport) in a per-submission
 runtime folder, the one writable bind, because its network namespace has no shared loopback.
@@ -36,8 +36,10 @@ LIMITS = {  # (soft = hard) per kernel; override with LLM_SANDBOX_<NAME> environ
     "PROCESSES": 256,  # RLIMIT_NPROC counts per uid: the sandbox's own uid
     "FILE_BYTES": 64 * 2**20,  # the largest file the kernel may write (in its private /tmp)
     "OPEN_FILES": 1024,
+    "OUTPUT_CHARS": 16 * 2**20,  # printed by one kernel (tools/kernel_output_limit.py)
 }
 SANDBOX_UID = 65534
+OUTPUT_LIMIT_MODULE = Path(__file__).resolve().parent / "kernel_output_limit.py"
 RUNTIME_MARKER = ".sandbox-runtime"
 
 
@@ -98,13 +100,16 @@ def bwrap_command(connection_file: Path, bwrap: str = "bwrap") -> list[str]:
     for link in ("/bin", "/sbin", "/lib", "/lib64"):
         if Path(link).is_symlink():  # merged-/usr systems: the same links inside
             command += ["--symlink", os.readlink(link), link]
+    command += ["--ro-bind", str(OUTPUT_LIMIT_MODULE), f"/opt/grading/{OUTPUT_LIMIT_MODULE.name}"]
     command += ["--bind", str(runtime), str(runtime), "--chdir", "/tmp/work", "--clearenv"]
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
            "MPLCONFIGDIR": "/tmp", "PYTHONNOUSERSITE": "1", "COURSE_DATA_DIR": str(_data_dir()),
-           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONPATH": "/opt/grading",
+           "LLM_SANDBOX_OUTPUT_CHARS": str(_limit("OUTPUT_CHARS"))}
     for key, value in env.items():
         command += ["--setenv", key, value]
-    return command + ["--", sys.executable, "-m", "ipykernel_launcher", "-f", str(connection_file)]
+    return command + ["--", sys.executable, "-m", "ipykernel_launcher", "-f", str(connection_file),
+                      f"--IPKernelApp.outstream_class={OUTPUT_LIMIT_MODULE.stem}.LimitedOutStream"]
 
 
 def write_kernel_spec(folder: Path) -> Path:

@@ -26,6 +26,7 @@ def kernel(tmp_path_factory, monkeypatch_module):
     runtime = sandbox.runtime_dir(base / "runtime")
     monkeypatch_module.setenv("JUPYTER_PATH", str(sandbox.write_kernel_spec(base / "jupyter")))
     monkeypatch_module.setenv("LLM_SANDBOX_MEMORY_BYTES", str(4 * 2**30))
+    monkeypatch_module.setenv("LLM_SANDBOX_OUTPUT_CHARS", "100000")
     km = KernelManager(kernel_name=sandbox.KERNEL_NAME, transport="ipc", ip=str(runtime / "kernel"),
                        connection_file=str(runtime / "kernel.json"))
     km.start_kernel()
@@ -114,3 +115,10 @@ def test_the_launcher_refuses_a_connection_file_outside_a_runtime_folder(tmp_pat
                           capture_output=True, text=True, check=False)
     assert done.returncode != 0
     assert "runtime_dir" in done.stderr
+
+
+def test_printed_output_is_cut_after_the_limit(kernel):
+    # last in the file: it spends the shared kernel's whole output budget
+    out = kernel("for _ in range(50):\n    print('x' * 10_000)")
+    assert "[output cut by the grader after 100,000 characters]" in out
+    assert len(out) < 100_000 + 200, f"{len(out):,} characters came through a 100,000-character limit"
