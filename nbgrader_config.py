@@ -50,8 +50,9 @@ class RedactFeedback(NbGraderPreprocessor):
         for cell in hidden_cells:
             region = cell.source.split(self.MARKERS[0], 1)[1].split(self.MARKERS[1], 1)[0]
             hidden_lines |= {line.strip() for line in region.splitlines() if len(line.strip()) >= 12}
+        hidden_ids = {id(cell) for cell in hidden_cells}
         for cell in nb.cells:
-            if any(cell is h for h in hidden_cells):
+            if id(cell) in hidden_ids:
                 cell.outputs = [self._verdict(o) for o in cell.get("outputs", []) if o.output_type == "error"]
                 continue
             for marker in self.MARKERS:

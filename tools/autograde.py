@@ -117,9 +117,11 @@ def _make_writable(path: Path) -> None:
         p.chmod(0o755 if p.is_dir() else 0o644)
 
 
-def stage_submission(root: Path, lesson: str, student: str) -> list[str]:
+def stage_submission(root: Path, lesson: str, student: str,
+                     protected: dict[str, dict[str, str | None]] | None = None) -> list[str]:
     """Copy a submission into the staging area, withhold answers that break the policy, and
-    make the copy read-only. Returns the flags to report."""
+    make the copy read-only. Returns the flags to report. `protected` maps a notebook's name to
+    its `protected_names` (computed here when not given)."""
     source_dir = root / "submitted" / student / lesson
     staged_dir = root / STAGING / student / lesson
     _make_writable(staged_dir)
@@ -132,12 +134,15 @@ def stage_submission(root: Path, lesson: str, student: str) -> list[str]:
             nb = nbformat.read(notebook, as_version=4)
         except Exception:  # reported by integrity_flags
             continue
-        protected = protected_names(released) if released.exists() else {}
+        if protected is None or notebook.name not in protected:
+            names = protected_names(released) if released.exists() else {}
+        else:
+            names = protected[notebook.name]
         withheld = []
         for cell in nb.cells:
             if not is_answer_cell(cell):
                 continue
-            violations = check_answer(cell.source, protected)
+            violations = check_answer(cell.source, names)
             if violations:
                 grade_id = cell.metadata["nbgrader"]["grade_id"]
                 cell.source = withheld_source(grade_id, violations)
@@ -154,7 +159,9 @@ WATCHED = ("nbgrader_config.py", "course_lib", "solutions", "notebooks", "submit
 
 
 def course_fingerprint(root: Path) -> dict[str, str]:
-    """sha256 of every file grading relies on; compared after each submission."""
+    """What each file grading relies on looks like; compared after each submission. The code,
+    configuration and notebooks are hashed; submitted/, which grows with the class and is
+    re-read after every submission, is compared by size and modification time."""
     import hashlib
 
     digests = {}
@@ -162,7 +169,12 @@ def course_fingerprint(root: Path) -> dict[str, str]:
         top = root / name
         files = [top] if top.is_file() else sorted(p for p in top.rglob("*") if p.is_file()) if top.exists() else []
         for path in files:
-            if "__pycache__" not in path.parts:
+            if "__pycache__" in path.parts:
+                continue
+            if name == "submitted":
+                stat = path.stat()
+                digests[str(path.relative_to(root))] = f"{stat.st_size}:{stat.st_mtime_ns}"
+            else:
                 digests[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
     return digests
 
@@ -231,19 +243,26 @@ def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_t
     return status, time.perf_counter() - start, log
 
 
-def gradebook_scores(root: Path, lesson: str, student: str) -> tuple[float, float]:
-    """(autograded score, autograded maximum) of one submission, read from the gradebook."""
-    from nbgrader.api import Gradebook, MissingEntry
+def lesson_scores(root: Path, lesson: str) -> tuple[dict[str, float], float]:
+    """({student: autograded score}, autograded maximum) of a lesson, read from the gradebook
+    in one session (opening it runs a schema check in a subprocess)."""
+    from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         assignment = gb.find_assignment(lesson)
         auto_max = sum(gc.max_score for nb in assignment.notebooks for gc in nb.grade_cells if gc.cell_type == "code")
-        try:
-            submission = gb.find_submission(lesson, student)
-        except MissingEntry:
-            return 0.0, auto_max
-        auto_score = sum(g.score for nb in submission.notebooks for g in nb.grades if g.cell.cell_type == "code")
-    return float(auto_score), float(auto_max)
+        scores = {
+            submission.student.id: float(sum(g.score for nb in submission.notebooks for g in nb.grades
+                                              if g.cell.cell_type == "code"))
+            for submission in assignment.submissions
+        }
+    return scores, float(auto_max)
+
+
+def gradebook_scores(root: Path, lesson: str, student: str) -> tuple[float, float]:
+    """(autograded score, autograded maximum) of one submission, read from the gradebook."""
+    scores, auto_max = lesson_scores(root, lesson)
+    return scores.get(student, 0.0), auto_max
 
 
 def _in_gradebook(root: Path, lesson: str) -> bool:
@@ -288,23 +307,24 @@ def autograde(
         raise RuntimeError(NO_SANDBOX)
     results = []
     fingerprint = course_fingerprint(root)
-    done = _reported(report) if (report is not None and resume) else set()
+    already_reported = _reported(report) if (report is not None and resume) else set()
     for lesson in lessons:
         released = root / "notebooks" / lesson / f"{lesson}.ipynb"
         if not released.exists() or not _in_gradebook(root, lesson):
             done = nbgrader(root, "generate_assignment", lesson, "--force")
             if done.returncode != 0:
                 raise RuntimeError(f"nbgrader generate_assignment {lesson} failed:\n{done.stdout}{done.stderr}")
+        protected = {nb.name: protected_names(nb) for nb in (root / "notebooks" / lesson).glob("*.ipynb")}
         for student_dir in sorted((root / "submitted").glob(f"*/{lesson}")):
             student = student_dir.parent.name
-            if (students is not None and student not in students) or (lesson, student) in done:
+            if (students is not None and student not in students) or (lesson, student) in already_reported:
                 continue
             flags = []
             for notebook in sorted(student_dir.glob("*.ipynb")):
                 flags += integrity_flags(
                     root / "notebooks" / lesson / notebook.name, notebook, root / "solutions" / lesson / notebook.name
                 )
-            flags += stage_submission(root, lesson, student)
+            flags += stage_submission(root, lesson, student, protected)
             try:
                 status, seconds, log = run_autograde(root, lesson, student, deadline, cell_timeout, use_sandbox)
             finally:
@@ -314,7 +334,8 @@ def autograde(
             if status != "graded":
                 _forget(root, lesson, student)
                 flags.append(_failure_reason(status, deadline, log))
-            score, maximum = gradebook_scores(root, lesson, student)
+            scores, maximum = lesson_scores(root, lesson)
+            score = scores.get(student, 0.0)
             now = course_fingerprint(root)
             changed = _changed(fingerprint, now)
             if changed:
@@ -323,7 +344,7 @@ def autograde(
                       file=sys.stderr, flush=True)
                 fingerprint = now
             for earlier in results:
-                if earlier.lesson == lesson and gradebook_scores(root, lesson, earlier.student)[0] != earlier.auto_score:
+                if earlier.lesson == lesson and scores.get(earlier.student, 0.0) != earlier.auto_score:
                     flags.append(f"the gradebook score of {earlier.student} changed while this one was graded")
             results.append(Result(lesson, student, status, score, maximum, seconds, flags))
             print(format_row(results[-1]), flush=True)

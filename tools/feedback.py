@@ -4,8 +4,7 @@
 
 `nbgrader generate_feedback LESSON` stops at the first notebook it cannot convert, and a
 Makefile loop around it then never reaches the grade export. Here every submission is handled
-on its own, with nbgrader's output going to a log file (not a pipe a submission could hold
-open), failures are listed at the end, and `grades.csv` is written whatever happened.
+on its own, failures are listed at the end, and `grades.csv` is written whatever happened.
 What feedback may show is decided in nbgrader_config.py (RedactFeedback).
 """
 
@@ -14,26 +13,25 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make `tools` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tools.autograde import nbgrader  # noqa: E402
 from tools.nbtools import lesson_names  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _nbgrader(root: Path, *args: str, timeout: float = 600) -> tuple[int, str]:
-    with tempfile.TemporaryFile(mode="w+") as log:
-        try:
-            code = subprocess.run([sys.executable, "-m", "nbgrader", *args, "--log-level=ERROR"], cwd=root,
-                                  stdout=log, stderr=subprocess.STDOUT, timeout=timeout, check=False).returncode
-        except subprocess.TimeoutExpired:
-            code = -1
-        log.seek(0)
-        return code, log.read()
+    """nbgrader as tools/autograde.py runs it (its venv on PATH), as (exit code, log). Feedback
+    runs no submission code, so a pipe is safe here."""
+    try:
+        done = nbgrader(root, *args, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return -1, f"timed out after {timeout:.0f} s"
+    return done.returncode, done.stdout + done.stderr
 
 
 def generate_feedback(root: Path, lessons: list[str]) -> tuple[list[str], list[str]]:

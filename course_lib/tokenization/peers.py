@@ -12,7 +12,17 @@ import io
 
 from course_lib.tokenization.bpe import GPT4_SPLIT_PATTERN
 
-__all__ = ["SentencePieceUnigram", "hf_wordpiece", "train_hf_bpe"]
+__all__ = ["SentencePieceUnigram", "byte_level_alphabet", "hf_wordpiece", "train_hf_bpe"]
+
+
+def byte_level_alphabet() -> dict[str, int]:
+    """GPT-2's printable stand-in for each byte (the ByteLevel alphabet of `tokenizers`),
+    inverted: character -> byte. Printable Latin-1 bytes stand for themselves; the other 68
+    bytes get the characters 256, 257, ... in byte order."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+                 *range(ord("®"), ord("ÿ") + 1)]
+    others = [b for b in range(256) if b not in printable]
+    return {**{chr(b): b for b in printable}, **{chr(256 + n): b for n, b in enumerate(others)}}
 
 
 def _import(name: str):

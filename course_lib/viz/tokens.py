@@ -15,6 +15,8 @@ from __future__ import annotations
 import html
 from collections import Counter
 
+from course_lib.tokenization.peers import byte_level_alphabet
+
 __all__ = ["token_pieces", "token_spans_html", "tokenizer_playground"]
 
 # Light, distinguishable backgrounds; neighbouring tokens always get different colours.
@@ -36,15 +38,7 @@ def token_pieces(tokenizer, text: str) -> list[tuple[str, int]]:
     raise TypeError(f"don't know how to show the tokens of a {type(tokenizer).__name__}")
 
 
-def _byte_level_alphabet() -> dict[str, int]:
-    """GPT-2's printable stand-in for each byte (ByteLevel's alphabet), inverted: char -> byte."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
-                 *range(ord("®"), ord("ÿ") + 1)]
-    others = [b for b in range(256) if b not in printable]
-    return {**{chr(b): b for b in printable}, **{chr(256 + n): b for n, b in enumerate(others)}}
-
-
-_BYTE_OF_CHAR = _byte_level_alphabet()
+_BYTE_OF_CHAR = byte_level_alphabet()
 
 
 def _encoding_pieces(text: str, encoding) -> list[tuple[str, int]]:

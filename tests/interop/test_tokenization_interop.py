@@ -15,7 +15,12 @@ from course_lib.tokenization import (
     fertility,
     train_wordpiece_vocab,
 )
-from course_lib.tokenization.peers import SentencePieceUnigram, hf_wordpiece, train_hf_bpe
+from course_lib.tokenization.peers import (
+    SentencePieceUnigram,
+    byte_level_alphabet,
+    hf_wordpiece,
+    train_hf_bpe,
+)
 
 tiktoken = pytest.importorskip("tiktoken")
 tokenizers = pytest.importorskip("tokenizers")
@@ -50,25 +55,11 @@ def test_bpe_encode_matches_tiktoken_with_our_ranks(split, vocab_size):
 
 
 # --- BPE against tokenizers' BpeTrainer ------------------------------------------------------------
-def _byte_level_decoder() -> dict[str, int]:
-    """GPT-2's byte <-> printable character table, inverted (character -> byte)."""
-    bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
-          *range(ord("®"), ord("ÿ") + 1)]
-    cs = list(bs)
-    extra = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + extra)
-            extra += 1
-    return {chr(c): b for b, c in zip(bs, cs, strict=True)}
-
-
 def test_bpe_learns_the_same_merges_as_tokenizers(split):
     train, held_out = split
     ours = BPETokenizer(GPT4_SPLIT_PATTERN).train(train, 512)
     hf = train_hf_bpe(train, 512)
-    to_byte = _byte_level_decoder()
+    to_byte = byte_level_alphabet()
     hf_merges = []
     for merge in json.loads(hf.to_str())["model"]["merges"]:
         a, b = merge.split(" ") if isinstance(merge, str) else merge

@@ -1,0 +1,33 @@
+"""`make autograde` as an instructor runs it: tools/autograde.py's command line on a fresh course
+folder (nothing released yet), then again with --resume."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from pathlib import Path
+
+from tools import autograde as ag
+from tools import sandbox
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSON = "00_setup"
+
+
+def test_a_fresh_course_is_released_graded_reported_and_resumed(tmp_path, capsys):
+    shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
+    shutil.copytree(ROOT / "solutions" / LESSON, tmp_path / "solutions" / LESSON)
+    submitted = tmp_path / "submitted" / "ada" / LESSON
+    submitted.mkdir(parents=True)
+    shutil.copy(ROOT / "solutions" / LESSON / f"{LESSON}.ipynb", submitted)
+    flags = [] if sandbox.bwrap_path() else ["--no-sandbox"]
+
+    assert ag.main([LESSON, "--root", str(tmp_path), *flags]) == 0
+    report = tmp_path / "autograded" / "autograde-report.csv"
+    rows = list(csv.DictReader(report.open()))
+    assert [(r["student"], r["status"], float(r["autograded_score"])) for r in rows] == [("ada", "graded", 8.0)]
+
+    capsys.readouterr()
+    assert ag.main([LESSON, "--root", str(tmp_path), "--resume", *flags]) == 0
+    assert "ada" not in capsys.readouterr().out, "--resume must skip a submission already in the report"
+    assert len(list(csv.DictReader(report.open()))) == 1
