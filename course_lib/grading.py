@@ -9,12 +9,21 @@ of earning the points:
 
 The comparison helpers raise `AssertionError` with the shape, dtype, first mismatching index
 and largest error, which is what a learner needs to find the bug.
+
+While grading, the verdict is not left to the learner's process. The grader sets
+`COURSE_GRADING_RECORD` to a folder and announces each test cell (`begin_checks`); every helper
+then writes what it was given (tensors as safetensors, everything else as tagged JSON, never
+pickle) before it compares. The grader runs the instructor's solution the same way and compares
+the two records in its own process with these same helpers (`tools/verdicts.py`), so a check
+that was skipped, neutered or fooled in the learner's kernel still fails there.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import math
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -25,6 +34,7 @@ from types import (
     MethodDescriptorType,
     WrapperDescriptorType,
 )
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -232,6 +242,173 @@ ATTENTION_SHORTCUTS = (
     ),
 )
 
+# --- Recording the checks while grading -------------------------------------------------------
+
+RECORD_ENV = "COURSE_GRADING_RECORD"
+RECORD_FILE = "checks.jsonl"
+
+
+class _Recorder:
+    """Appends one JSON line per check to RECORD_FILE, and its tensors to a safetensors file."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.cell: str | None = None
+        self.index = 0
+        self.written = 0
+
+    def begin(self, cell: str) -> None:
+        self.cell, self.index = cell, 0
+
+    def record(self, kind: str, actual: Any, expected: Any, **options: Any) -> None:
+        if self.cell is None:  # a helper called outside a graded test cell (a demo, say)
+            return
+        tensors: dict[str, torch.Tensor] = {}
+        entry = {"cell": self.cell, "index": self.index, "kind": kind,
+                 "actual": encode_value(actual, tensors), "expected": encode_value(expected, tensors),
+                 "options": options, "tensors": None}
+        self.folder.mkdir(parents=True, exist_ok=True)
+        if tensors:
+            from safetensors.torch import save_file
+
+            entry["tensors"] = f"check-{self.written:05d}.safetensors"
+            save_file(tensors, str(self.folder / entry["tensors"]))
+        with open(self.folder / RECORD_FILE, "a") as f:
+            f.write(json.dumps(entry) + "\n")
+        self.index += 1
+        self.written += 1
+
+
+_recorder: _Recorder | None = None
+
+
+def begin_checks(cell: str) -> None:
+    """Called by the grader before each graded test cell: the checks that follow belong to `cell`.
+    Does nothing unless COURSE_GRADING_RECORD names a folder."""
+    global _recorder
+    folder = os.environ.get(RECORD_ENV)
+    if not folder:
+        return
+    if _recorder is None or _recorder.folder != Path(folder):
+        _recorder = _Recorder(Path(folder))
+    _recorder.begin(cell)
+
+
+def _record(kind: str, actual: Any, expected: Any, **options: Any) -> None:
+    if _recorder is not None:
+        _recorder.record(kind, actual, expected, **options)
+
+
+def encode_value(value: Any, tensors: dict[str, torch.Tensor]) -> Any:
+    """`value` as tagged JSON; tensors go into `tensors` by key. Only exact built-in types are
+    kept: an object of any other class (one whose `__eq__` always says yes, say) is recorded as
+    opaque, and an opaque value equals nothing."""
+    kind = type(value)
+    if isinstance(value, torch.Tensor):
+        key = f"t{len(tensors)}"
+        tensors[key] = value.detach().as_subclass(torch.Tensor).to("cpu").contiguous().clone()
+        return {"tensor": key}
+    if kind in (bool, int, str) or value is None:
+        return {"value": value}
+    if kind is float:
+        return {"float": repr(value)}  # nan and inf survive JSON this way
+    if kind is bytes:
+        return {"bytes": value.hex()}
+    if kind in (list, tuple):
+        return {kind.__name__: [encode_value(v, tensors) for v in value]}
+    if kind is dict:
+        return {"dict": [[encode_value(k, tensors), encode_value(v, tensors)] for k, v in value.items()]}
+    if kind.__module__ == "numpy":
+        import numpy as np
+
+        if isinstance(value, np.ndarray):
+            return encode_value(torch.from_numpy(value.copy()), tensors)
+        if isinstance(value, np.generic):
+            return encode_value(value.item(), tensors)
+    return {"opaque": f"{kind.__module__}.{kind.__qualname__}"}
+
+
+class Opaque:
+    """A recorded value of a type the record does not keep; equal to nothing."""
+
+    def __init__(self, type_name: str):
+        self.type_name = type_name
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<a {self.type_name} object>"
+
+
+def decode_value(encoded: Any, tensors: dict[str, torch.Tensor]) -> Any:
+    """The inverse of `encode_value`."""
+    if not isinstance(encoded, dict) or len(encoded) != 1:
+        raise ValueError(f"not a recorded value: {encoded!r}")
+    (tag, payload), = encoded.items()
+    if tag == "tensor":
+        return tensors[payload]
+    if tag == "value":
+        return payload
+    if tag == "float":
+        return float(payload)
+    if tag == "bytes":
+        return bytes.fromhex(payload)
+    if tag in ("list", "tuple"):
+        items = [decode_value(v, tensors) for v in payload]
+        return items if tag == "list" else tuple(items)
+    if tag == "dict":
+        return {decode_value(k, tensors): decode_value(v, tensors) for k, v in payload}
+    if tag == "opaque":
+        return Opaque(payload)
+    raise ValueError(f"unknown tag {tag!r} in a recorded value")
+
+
+def read_records(folder: Path) -> list[dict]:
+    """Every check recorded in `folder`, with its values decoded."""
+    from safetensors.torch import load_file
+
+    path = folder / RECORD_FILE
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        entry = json.loads(line)
+        tensors = load_file(str(folder / Path(entry["tensors"]).name)) if entry.get("tensors") else {}
+        entry["actual"] = decode_value(entry["actual"], tensors)
+        entry["expected"] = decode_value(entry["expected"], tensors)
+        records.append(entry)
+    return records
+
+
+def replay_check(kind: str, actual: Any, expected: Any, options: dict) -> str | None:
+    """Run one recorded check again, here; None if it passes, else its message."""
+    checks = {"close": assert_tensor_close, "shape": assert_shape, "sequence": assert_sequence_equal,
+              "equal": assert_equal, "number": assert_number_close, "true": _replay_true,
+              "raises": _replay_raises}
+    if kind not in checks:
+        return f"unknown check kind {kind!r}"
+    previous, globals()["_recorder"] = _recorder, None  # replaying records nothing
+    try:
+        checks[kind](actual, expected, **options)
+    except AssertionError as error:
+        return str(error)
+    finally:
+        globals()["_recorder"] = previous
+    return None
+
+
+def _replay_true(actual: Any, expected: Any, message: str = "") -> None:
+    if actual is not True:
+        _fail(message)
+
+
+def _replay_raises(actual: Any, expected: Any, name: str = "call", hint: str | None = None) -> None:
+    if actual != f"raised {expected}":
+        _fail(_raises_message(name, expected, actual, hint))
+
 
 def _describe(x: Any) -> str:
     if isinstance(x, torch.Tensor):
@@ -249,6 +426,16 @@ def _fail(message: str) -> None:
 def assert_shape(actual: Any, expected_shape: Sequence[int], name: str = "output", hint: str | None = None) -> None:
     """`actual` is a tensor of exactly `expected_shape`; otherwise a message that says how it differs."""
     __tracebackhide__ = True  # IPython and pytest show the learner's line, not this helper's source
+    if _recorder is not None:
+        recorded = [int(n) for n in actual.shape] if isinstance(actual, torch.Tensor) else actual
+        _record("shape", recorded, [int(n) for n in expected_shape], name=name, hint=hint)
+    _check_shape(actual, expected_shape, name, hint)
+
+
+def _check_shape(actual: Any, expected_shape: Sequence[int], name: str, hint: str | None) -> None:
+    __tracebackhide__ = True
+    if isinstance(actual, list) and all(type(n) is int for n in actual):  # a replayed record
+        actual = torch.empty(actual, device="meta")
     if not isinstance(actual, torch.Tensor):
         _fail(f"{name}: expected a torch.Tensor, got {_describe(actual)}")
     got, want = tuple(actual.shape), tuple(expected_shape)
@@ -278,7 +465,8 @@ def assert_tensor_close(
 ) -> None:
     """Like `torch.testing.assert_close`, with messages written for learners."""
     __tracebackhide__ = True
-    assert_shape(actual, expected.shape, name=name, hint=hint)
+    _record("close", actual, expected, rtol=rtol, atol=atol, name=name, hint=hint, check_dtype=check_dtype)
+    _check_shape(actual, expected.shape, name, hint)
     suffix = f" Hint: {hint}" if hint else ""
     if check_dtype and actual.dtype != expected.dtype:
         _fail(f"{name}: expected dtype {expected.dtype}, got {actual.dtype}.{suffix}")
@@ -308,6 +496,7 @@ def assert_tensor_close(
 def assert_sequence_equal(actual: Any, expected: Sequence, name: str = "output", hint: str | None = None) -> None:
     """Two sequences are equal; otherwise the first differing position and both values there."""
     __tracebackhide__ = True
+    _record("sequence", actual, expected, name=name, hint=hint)
     suffix = f" Hint: {hint}" if hint else ""
     if isinstance(actual, torch.Tensor):
         actual = actual.tolist()
@@ -324,3 +513,94 @@ def assert_sequence_equal(actual: Any, expected: Sequence, name: str = "output",
             f"{name}: length {len(actual_list)}, expected {len(expected_list)} "
             f"(the first {min(len(actual_list), len(expected_list))} items agree).{suffix}"
         )
+
+
+def assert_equal(actual: Any, expected: Any, name: str = "output", hint: str | None = None) -> None:
+    """`actual == expected` for numbers, strings, bytes, None and lists, tuples and dicts of them,
+    with the exact type (True is not 1, a tuple is not a list); tensors must be equal elementwise.
+    Otherwise a message with both values."""
+    __tracebackhide__ = True
+    _record("equal", actual, expected, name=name, hint=hint)
+    suffix = f" Hint: {hint}" if hint else ""
+    if isinstance(expected, torch.Tensor):
+        if not (isinstance(actual, torch.Tensor) and actual.shape == expected.shape and torch.equal(actual.cpu(), expected.cpu())):
+            _fail(f"{name}: expected {_short(expected)}, got {_short(actual)}.{suffix}")
+        return
+    if not _same(actual, expected):
+        _fail(f"{name}: expected {_short(expected)}, got {_short(actual)}.{suffix}")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality that only trusts built-in types: no learner-defined `__eq__` is ever called."""
+    if type(a) is not type(b):
+        if type(a) in (int, float) and type(b) in (int, float):  # 3 == 3.0 is fine for counts
+            return a == b
+        return False
+    if type(a) in (list, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if type(a) is dict:
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if type(a) in (bool, int, float, str, bytes, type(None)):
+        return a == b
+    return False
+
+
+def _short(x: Any) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"{_describe(x)} {x.tolist() if x.numel() <= 12 else '...'}"
+    text = repr(x)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def assert_number_close(actual: Any, expected: float, *, rtol: float = 1e-6, atol: float = 1e-9,
+                        name: str = "output", hint: str | None = None) -> None:
+    """`actual` is a Python number (or a one-element tensor) within `atol + rtol * |expected|` of
+    `expected`; otherwise a message with both values and the difference."""
+    __tracebackhide__ = True
+    _record("number", actual, expected, rtol=rtol, atol=atol, name=name, hint=hint)
+    suffix = f" Hint: {hint}" if hint else ""
+    if isinstance(actual, torch.Tensor) and actual.numel() == 1:
+        actual = actual.item()
+    if type(actual) not in (int, float) and not (type(actual).__module__ == "numpy" and hasattr(actual, "item")):
+        _fail(f"{name}: expected a number close to {expected:.6g}, got {_describe(actual)}.{suffix}")
+    actual = float(actual)
+    if not abs(actual - float(expected)) <= atol + rtol * abs(float(expected)):
+        _fail(f"{name}: expected {float(expected):.6g}, got {actual:.6g} (off by {actual - float(expected):.3g}).{suffix}")
+
+
+def assert_true(condition: Any, message: str) -> None:
+    """A property of the learner's output holds (`condition` is exactly True); otherwise
+    `message`. Prefer the helpers above, which record the values themselves."""
+    __tracebackhide__ = True
+    verdict = condition is True or (isinstance(condition, torch.Tensor) and condition.numel() == 1
+                                    and condition.dtype == torch.bool and bool(condition.item()))
+    _record("true", verdict, True, message=message)
+    if not verdict:
+        _fail(message)
+
+
+def assert_raises(exception: type[BaseException], function: Callable, *args: Any,
+                  name: str | None = None, hint: str | None = None, **kwargs: Any) -> BaseException:
+    """`function(*args, **kwargs)` raises `exception` (or a subclass); returns the exception.
+    A `ForbiddenCallError` is let through: it has its own message."""
+    __tracebackhide__ = True
+    name = name or f"{getattr(function, '__name__', 'the call')}(...)"
+    try:
+        function(*args, **kwargs)
+    except ForbiddenCallError:
+        raise
+    except exception as error:
+        _record("raises", f"raised {exception.__name__}", exception.__name__, name=name, hint=hint)
+        return error
+    except Exception as error:
+        outcome = f"raised {type(error).__name__}"
+        _record("raises", outcome, exception.__name__, name=name, hint=hint)
+        _fail(_raises_message(name, exception.__name__, f"{outcome}: {error}", hint))
+    _record("raises", "returned", exception.__name__, name=name, hint=hint)
+    _fail(_raises_message(name, exception.__name__, "returned normally", hint))
+    raise AssertionError  # unreachable: _fail raised
+
+
+def _raises_message(name: str, expected: str, outcome: str, hint: str | None) -> str:
+    return f"{name} must raise {expected}; it {outcome}." + (f" Hint: {hint}" if hint else "")
+
