@@ -2,8 +2,9 @@
 
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbformat import NotebookNode
-from nbgrader.converters import GenerateAssignment
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades, NbGraderPreprocessor
+from nbformat.v4 import new_code_cell
+from nbgrader.converters import Autograde, GenerateAssignment
+from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades, NbGraderPreprocessor
 
 c = get_config()  # noqa: F821 (provided by traitlets)
 
@@ -76,6 +77,20 @@ class RedactFeedback(NbGraderPreprocessor):
         return output
 
 
+class ExecuteAnnouncingTestCells(Execute):
+    """nbgrader's Execute, which first tells the kernel which graded test cell comes next
+    (`course_lib.grading.begin_checks`), so that the checks recorded while grading can be
+    matched, cell by cell, with the instructor's run (tools/verdicts.py). The announcement runs
+    as a cell of its own, outside the notebook: the learner's cells are not changed."""
+
+    def preprocess_cell(self, cell, resources, index):
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+            announce = new_code_cell(f'__import__("course_lib.grading", fromlist=["_"]).begin_checks({meta["grade_id"]!r})')
+            self.execute_cell(announce, index, store_history=False)
+        return super().preprocess_cell(cell, resources, index)
+
+
 c.CourseDirectory.course_id = "llm-internals"
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "notebooks"
@@ -85,6 +100,8 @@ c.CourseDirectory.release_directory = "notebooks"
 c.Execute.timeout = 120
 c.Execute.interrupt_on_timeout = True
 
+c.Autograde.autograde_preprocessors = [ExecuteAnnouncingTestCells if p is Execute else p
+                                      for p in Autograde.class_traits()["autograde_preprocessors"].default()]
 c.GenerateAssignment.preprocessors = [*GenerateAssignment.class_traits()["preprocessors"].default(),
                                       TagTestCellsRaisesException]
 

@@ -15,7 +15,10 @@ Why not plain `nbgrader autograde`:
 - answers run in the same process as the hidden tests, so each answer cell is first checked
   against tools/answer_policy.py. Grading reads a read-only staged copy of each submission
   (submitted/ itself is never changed), in which an answer that breaks the policy is replaced
-  by a `raise`: it scores 0 and is reported with every violation by name.
+  by a `raise`: it scores 0 and is reported with every violation by name;
+- the kernel's verdicts are not trusted: each check is recorded while it runs, replayed here
+  against the instructor's run of the solution (tools/verdicts.py), and a cell that passed in
+  the kernel but fails here scores 0 and is flagged.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ import psutil
 if __package__ in (None, ""):  # run as a script: make `tools` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tools import sandbox  # noqa: E402
+from course_lib.grading import RECORD_ENV, read_records  # noqa: E402
+from tools import sandbox, verdicts  # noqa: E402
 from tools.answer_policy import check_answer, notebook_definitions, withheld_source  # noqa: E402
 from tools.nbtools import is_answer_cell, is_test_cell, lesson_names  # noqa: E402
 
@@ -118,10 +122,11 @@ def _make_writable(path: Path) -> None:
 
 
 def stage_submission(root: Path, lesson: str, student: str,
-                     protected: dict[str, dict[str, str | None]] | None = None) -> list[str]:
+                     protected: dict[str, dict[str, str | None]] | None = None, enforce_policy: bool = True) -> list[str]:
     """Copy a submission into the staging area, withhold answers that break the policy, and
     make the copy read-only. Returns the flags to report. `protected` maps a notebook's name to
-    its `protected_names` (computed here when not given)."""
+    its `protected_names` (computed here when not given). `enforce_policy=False` is for tests
+    that prove the other layers hold by themselves."""
     source_dir = root / "submitted" / student / lesson
     staged_dir = root / STAGING / student / lesson
     _make_writable(staged_dir)
@@ -140,7 +145,7 @@ def stage_submission(root: Path, lesson: str, student: str,
             names = protected[notebook.name]
         withheld = []
         for cell in nb.cells:
-            if not is_answer_cell(cell):
+            if not is_answer_cell(cell) or not enforce_policy:
                 continue
             violations = check_answer(cell.source, names)
             if violations:
@@ -218,8 +223,9 @@ def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_t
     if cell_timeout is not None:
         args.append(f"--Execute.timeout={int(cell_timeout)}")
     env = _env()
+    runtime = sandbox.runtime_dir(root / ".grading" / "runtime")
+    env[RECORD_ENV] = str(runtime / "checks")  # the checks' records (tools/verdicts.py)
     if use_sandbox:
-        runtime = sandbox.runtime_dir(root / ".grading" / "runtime")
         kernels = sandbox.write_kernel_spec(root / ".grading" / "jupyter")
         env["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(kernels), env.get("JUPYTER_PATH")) if p)
         env["TMPDIR"] = str(runtime)  # the connection file goes there, and only there is writable
@@ -241,6 +247,28 @@ def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_t
     if status == "graded" and (process.returncode != 0 or "There was an error processing" in log):
         status = "autograde error"
     return status, time.perf_counter() - start, log
+
+
+def learner_records(root: Path) -> list[dict] | str:
+    """The checks recorded by the last submission's kernel, or why they cannot be read."""
+    try:
+        return read_records(root / ".grading" / "runtime" / "checks")
+    except Exception as error:  # written where the learner's code could write too: anything goes
+        return f"its check records are unreadable ({type(error).__name__}: {str(error)[:100]})"
+
+
+def replay_verdicts(root: Path, lesson: str, student: str, reference: dict[str, list[dict]]) -> list[str]:
+    """Replay the submission's recorded checks against the reference here, lower the cells that
+    fail, and return the flags (tools/verdicts.py)."""
+    records = learner_records(root)
+    flags = []
+    for notebook, expected in reference.items():
+        if isinstance(records, str):
+            results = {cell: (records, []) for cell in {r["cell"] for r in expected}}
+        else:
+            results = verdicts.compare(expected, records)
+        flags += verdicts.apply(root, lesson, student, notebook, results)
+    return flags
 
 
 def lesson_scores(root: Path, lesson: str) -> tuple[dict[str, float], float]:
@@ -299,10 +327,14 @@ def autograde(
     use_sandbox: bool = True,
     report: Path | None = None,
     resume: bool = False,
+    reference_cache: Path | None = None,
+    enforce_policy: bool = True,
 ) -> list[Result]:
     """Grade every submission of `lessons`, one at a time. Each row is appended to `report` (a
     CSV) as soon as it is known, so a batch that is stopped loses nothing; with `resume`, the
-    submissions already in the report are skipped."""
+    submissions already in the report are skipped. The instructor's run of each solution, whose
+    checks every submission's are replayed against, is cached in `reference_cache` (default
+    <root>/.grading/reference)."""
     if use_sandbox and sandbox.bwrap_path() is None:
         raise RuntimeError(NO_SANDBOX)
     results = []
@@ -315,6 +347,7 @@ def autograde(
             if done.returncode != 0:
                 raise RuntimeError(f"nbgrader generate_assignment {lesson} failed:\n{done.stdout}{done.stderr}")
         protected = {nb.name: protected_names(nb) for nb in (root / "notebooks" / lesson).glob("*.ipynb")}
+        reference = verdicts.reference_records(root, lesson, cache=reference_cache, use_sandbox=use_sandbox)
         for student_dir in sorted((root / "submitted").glob(f"*/{lesson}")):
             student = student_dir.parent.name
             if (students is not None and student not in students) or (lesson, student) in already_reported:
@@ -324,7 +357,7 @@ def autograde(
                 flags += integrity_flags(
                     root / "notebooks" / lesson / notebook.name, notebook, root / "solutions" / lesson / notebook.name
                 )
-            flags += stage_submission(root, lesson, student, protected)
+            flags += stage_submission(root, lesson, student, protected, enforce_policy)
             try:
                 status, seconds, log = run_autograde(root, lesson, student, deadline, cell_timeout, use_sandbox)
             finally:
@@ -334,6 +367,8 @@ def autograde(
             if status != "graded":
                 _forget(root, lesson, student)
                 flags.append(_failure_reason(status, deadline, log))
+            else:
+                flags += replay_verdicts(root, lesson, student, reference)
             scores, maximum = lesson_scores(root, lesson)
             score = scores.get(student, 0.0)
             now = course_fingerprint(root)

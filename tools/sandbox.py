@@ -106,6 +106,9 @@ def bwrap_command(connection_file: Path, bwrap: str = "bwrap") -> list[str]:
            "MPLCONFIGDIR": "/tmp", "PYTHONNOUSERSITE": "1", "COURSE_DATA_DIR": str(_data_dir()),
            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONPATH": "/opt/grading",
            "LLM_SANDBOX_OUTPUT_CHARS": str(_limit("OUTPUT_CHARS"))}
+    record = os.environ.get("COURSE_GRADING_RECORD")  # where the checks are recorded (tools/verdicts.py)
+    if record and Path(record).resolve().is_relative_to(runtime):
+        env["COURSE_GRADING_RECORD"] = str(Path(record).resolve())
     for key, value in env.items():
         command += ["--setenv", key, value]
     return command + ["--", sys.executable, "-m", "ipykernel_launcher", "-f", str(connection_file),

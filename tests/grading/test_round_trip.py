@@ -24,6 +24,12 @@ LESSONS = lesson_names(ROOT)
 TABLE_DIR = ROOT / "build" / "round_trip"
 LOOP_DEADLINE_S = 20
 EDITS = "calls-reference-edits-tests"
+# The instructor's run of each solution, which every submission's checks are replayed against
+# (tools/verdicts.py): shared by both halves of a lesson, computed once per change of the solution.
+REFERENCE_CACHE = ROOT / "build" / "verdict-reference"
+# Attacks on the verdict itself, graded once more with the answer policy off: the replay of the
+# recorded checks in the grader's process must give them 0 by itself.
+REPLAY_ATTACKS = ("patches-isclose", "helper-via-globals", "obfuscated-import")
 # Kernels run in the bubblewrap sandbox wherever it works; CI (.ci/run) installs bubblewrap and
 # sets REQUIRE_SANDBOX=1, so that there a missing sandbox fails instead of grading unsandboxed.
 SANDBOX = sandbox.bwrap_path() is not None
@@ -95,13 +101,23 @@ def graded(request, tmp_path_factory):
             expected["hostile-escapes-through-numpy"] = 0.0
         subs.write(solution, root / "submitted" / "zz-honest-classmate" / lesson / name)
         expected["zz-honest-classmate"] = all_points
-    results = ag.autograde(root, [lesson], deadline=600, students=sorted(expected), use_sandbox=SANDBOX)
+    results = ag.autograde(root, [lesson], deadline=600, students=sorted(expected), use_sandbox=SANDBOX,
+                           reference_cache=REFERENCE_CACHE)
+    if half == CHEATS and lesson == LESSONS[0]:
+        policy_off = []
+        for attack in REPLAY_ATTACKS:
+            hostile = subs.with_answer(student, "softmax_answer", subs.HOSTILE_ANSWERS[attack])
+            subs.write(hostile, root / "submitted" / f"policy-off-{attack}" / lesson / name)
+            expected[f"policy-off-{attack}"] = 0.0
+            policy_off.append(f"policy-off-{attack}")
+        results += ag.autograde(root, [lesson], deadline=600, students=policy_off, use_sandbox=SANDBOX,
+                                reference_cache=REFERENCE_CACHE, enforce_policy=False)
 
     if half == CHEATS and lesson == LESSONS[0]:  # the runaway loop costs LOOP_DEADLINE_S; once is enough
         subs.write(subs.never_finishing(solution), root / "submitted" / "never-finishes" / lesson / name)
         expected["never-finishes"] = 0.0
         results += ag.autograde(root, [lesson], deadline=LOOP_DEADLINE_S, students=["never-finishes"],
-                                use_sandbox=SANDBOX)
+                                use_sandbox=SANDBOX, reference_cache=REFERENCE_CACHE)
 
     by_student = {r.student: r for r in results}
     TABLE_DIR.mkdir(parents=True, exist_ok=True)
@@ -219,6 +235,18 @@ class RoundTripCheats(RoundTrip):
         honest = graded["results"]["zz-honest-classmate"]
         assert honest.flags == [], honest.flags
         assert honest.auto_score == graded["expected"]["zz-honest-classmate"]
+
+    def test_without_the_policy_the_replay_alone_zeroes_attacks_on_the_verdict(self, graded):
+        """Answers that fool the kernel (a patched torch.isclose, no-op assert helpers) pass there;
+        replaying their recorded checks in the grader's process must fail them and say so."""
+        policy_off = {s: r for s, r in graded["results"].items() if s.startswith("policy-off-")}
+        if not policy_off:
+            pytest.skip("the policy-off batch runs on the first lesson only")
+        assert sorted(policy_off) == sorted(f"policy-off-{a}" for a in REPLAY_ATTACKS)
+        for student, result in policy_off.items():
+            assert result.auto_score == 0.0, f"{student} scored {result.auto_score}: the replay did not hold"
+            replayed = [f for f in result.flags if "failed the grader's replay" in f]
+            assert replayed, f"{student}: no cell was overturned by the replay: {result.flags}"
 
     def test_feedback_for_every_submission_leaks_no_hidden_test_and_grades_export(self, graded):
         if "zz-honest-classmate" not in graded["expected"]:

@@ -1,0 +1,222 @@
+"""Hidden-test verdicts decided in the grader's process, not in the learner's.
+
+An answer runs in the same Python process as the tests that judge it, so whatever that process
+reports (nbgrader reads pass or fail from the kernel) is only as good as the answer's manners.
+The answer policy (tools/answer_policy.py) and the sandbox (tools/sandbox.py) narrow what an
+answer can do; this module takes the verdict itself out of its reach:
+
+1. While grading, every check a test cell makes through `course_lib.grading`'s helpers is
+   recorded before it is evaluated: the learner's value, the expected value and the check's
+   options (safetensors for tensors, tagged JSON for the rest; nothing is unpickled).
+   `nbgrader_config.py` announces each graded test cell to the kernel (`begin_checks`).
+2. The instructor's solution is run the same way once per lesson (`reference_records`, cached
+   by the hash of the solution notebook and of `course_lib`): its records are the trusted
+   expected values, options and number of checks per cell.
+3. `compare` replays, in this process, each of the learner's recorded values against the
+   reference's expected value with the same helper, so a failure carries the same message as
+   in the notebook. A cell passes only if it made as many checks as the reference, of the same
+   kinds, and each passed.
+4. `apply` lowers to 0 the gradebook score of every cell that the kernel reported as passed
+   but that fails here, and flags it. It never raises a score.
+
+When the learner's expected value itself differs from the reference's (the test's inputs
+differed: the learner's code consumed the global random state differently, or tampered with
+the reference), the check is judged against the learner's expected value and flagged for
+review, so that no honest answer loses points to a random-state difference.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import nbformat
+
+if __package__ in (None, ""):  # run as a script: make `tools` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from course_lib.grading import RECORD_ENV, read_records, replay_check  # noqa: E402
+from tools import sandbox  # noqa: E402
+from tools.nbtools import is_test_cell, nbgrader_meta  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+ANNOUNCE = '__import__("course_lib.grading", fromlist=["_"]).begin_checks({!r})'
+
+
+def with_announcements(nb):
+    """A copy of `nb` in which each graded test cell is preceded by its announcement."""
+    out = nbformat.v4.new_notebook(metadata=nb.metadata)
+    for cell in nb.cells:
+        if is_test_cell(cell):
+            out.cells.append(nbformat.v4.new_code_cell(ANNOUNCE.format(nbgrader_meta(cell)["grade_id"])))
+        out.cells.append(cell)
+    return out
+
+
+def course_lib_digest() -> str:
+    digest = hashlib.sha256()
+    for path in sorted((ROOT / "course_lib").rglob("*.py")):
+        digest.update(path.relative_to(ROOT).as_posix().encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def run_reference(solution: Path, folder: Path, use_sandbox: bool = True, timeout: int = 600) -> list[str]:
+    """Execute the solution notebook with recording on; the records land in folder/checks.
+    Returns the errors raised by graded test cells (there should be none)."""
+    from nbclient import NotebookClient
+
+    runtime = sandbox.runtime_dir(folder / "runtime")
+    record = runtime / "checks"
+    nb = with_announcements(nbformat.read(solution, as_version=4))
+    saved = {k: os.environ.get(k) for k in (RECORD_ENV, "JUPYTER_PATH")}
+    os.environ[RECORD_ENV] = str(record)
+    try:
+        if use_sandbox:
+            kernels = sandbox.write_kernel_spec(folder / "jupyter")
+            os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(kernels), saved["JUPYTER_PATH"]) if p)
+            client = NotebookClient(nb, timeout=timeout, kernel_name=sandbox.KERNEL_NAME, allow_errors=True,
+                                    resources={"metadata": {"path": str(runtime)}})
+            client.km = client.create_kernel_manager()
+            client.km.transport, client.km.ip = "ipc", str(runtime / "kernel")
+            client.km.connection_file = str(runtime / "kernel.json")
+        else:
+            client = NotebookClient(nb, timeout=timeout, allow_errors=True,
+                                    kernel_name=nb.metadata.get("kernelspec", {}).get("name", "python3"),
+                                    resources={"metadata": {"path": str(solution.parent)}})
+        client.execute()
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    shutil.rmtree(folder / "checks", ignore_errors=True)
+    if record.exists():
+        shutil.copytree(record, folder / "checks")
+    shutil.rmtree(runtime, ignore_errors=True)
+    return [f"{nbgrader_meta(c)['grade_id']}: {o.ename}: {o.evalue[:200]}"
+            for c in nb.cells if is_test_cell(c) for o in c.get("outputs", []) if o.output_type == "error"]
+
+
+def reference_records(root: Path, lesson: str, cache: Path | None = None, use_sandbox: bool = True) -> dict:
+    """{notebook name: records of the instructor's solution}, run once and cached under
+    `cache` (default <root>/.grading/reference) by the hash of the solution and of course_lib."""
+    cache = cache or root / ".grading" / "reference"
+    cache.mkdir(parents=True, exist_ok=True)
+    result = {}
+    for solution in sorted((root / "solutions" / lesson).glob("*.ipynb")):
+        key = hashlib.sha256(solution.read_bytes() + course_lib_digest().encode()).hexdigest()[:16]
+        folder = cache / f"{lesson}-{solution.stem}-{key}"
+        with open(cache / f"{lesson}.lock", "w") as lock:  # parallel graders share one run
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (folder / "done").exists():
+                start = time.perf_counter()
+                errors = run_reference(solution, folder, use_sandbox=use_sandbox)
+                if errors:
+                    raise RuntimeError(f"the solution of {lesson} fails its own tests, so it cannot be the "
+                                       f"reference for grading: {errors[:3]}")
+                (folder / "done").write_text(json.dumps({"seconds": round(time.perf_counter() - start, 1)}))
+        result[solution.name] = read_records(folder / "checks")
+    return result
+
+
+def _by_cell(records: list[dict]) -> dict[str, list[dict]]:
+    cells: dict[str, list[dict]] = defaultdict(list)
+    for record in records:
+        cells[record["cell"]].append(record)
+    return cells
+
+
+def compare(reference: list[dict], learner: list[dict]) -> dict[str, tuple[str | None, list[str]]]:
+    """{cell: (failure or None, review notes)} for every cell the reference made checks in."""
+    theirs = _by_cell(learner)
+    verdicts = {}
+    for cell, expected_checks in _by_cell(reference).items():
+        got_checks, notes = theirs.get(cell, []), []
+        failure = None
+        for i, ref in enumerate(expected_checks):
+            if i >= len(got_checks):
+                failure = (f"{len(got_checks)} of its {len(expected_checks)} checks ran" +
+                           (f"; the next one is '{ref['options'].get('name') or ref['options'].get('message', '')}'"))
+                break
+            got = got_checks[i]
+            if got["kind"] != ref["kind"]:
+                failure = f"check {i + 1} is of another kind ({got['kind']}) than in the reference ({ref['kind']})"
+                break
+            message = replay_check(ref["kind"], got["actual"], ref["expected"], ref["options"])
+            if message is None:
+                continue
+            same_inputs = replay_check(ref["kind"], got["expected"], ref["expected"], ref["options"]) is None
+            if same_inputs or replay_check(ref["kind"], got["actual"], got["expected"], ref["options"]) is not None:
+                failure = message
+                break
+            notes.append(f"check {i + 1} ({ref['options'].get('name', ref['kind'])}) had other inputs than the "
+                         "reference run (random state?): judged against the expected value computed in the "
+                         "learner's kernel; review")
+        if failure is None and len(got_checks) > len(expected_checks):
+            failure = f"{len(got_checks)} checks ran where the reference makes {len(expected_checks)}"
+        verdicts[cell] = (failure, notes)
+    return verdicts
+
+
+def apply(root: Path, lesson: str, student: str, notebook: str,
+          verdicts: dict[str, tuple[str | None, list[str]]]) -> list[str]:
+    """Lower to 0 each cell the kernel passed but the grader fails; returns the flags."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    flags, overturned = [], {}
+    stem = Path(notebook).stem
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        for cell, (failure, notes) in verdicts.items():
+            try:
+                grade = gb.find_grade(cell, stem, lesson, student)
+            except MissingEntry:
+                continue
+            score = grade.auto_score or 0.0
+            if failure is not None and score > 0:
+                grade.auto_score = 0.0
+                overturned[cell] = failure
+                flags.append(f"{cell}: passed in the kernel, failed the grader's replay ({failure[:200]}); scored 0")
+            elif failure is None and notes and score > 0:
+                flags.append(f"{cell}: {notes[0]}")
+        gb.db.commit()
+    if overturned:  # the feedback shows why the cell scored 0
+        path = root / "autograded" / student / lesson / notebook
+        if path.exists():
+            nb = nbformat.read(path, as_version=4)
+            for cell in nb.cells:
+                message = overturned.get(nbgrader_meta(cell).get("grade_id")) if is_test_cell(cell) else None
+                if message is not None:
+                    cell.outputs.append(nbformat.v4.new_output("error", ename="AssertionError", evalue=message,
+                                                               traceback=[f"AssertionError: {message}"]))
+            nbformat.write(nb, path)
+    return flags
+
+
+def main(argv: list[str]) -> int:
+    """python tools/verdicts.py LESSON [--no-sandbox]: run the solution as the reference and list
+    how many checks each graded test cell records (a hidden test with none is not replayed)."""
+    lessons = [a for a in argv if not a.startswith("--")]
+    for lesson in lessons:
+        start = time.perf_counter()
+        records = reference_records(ROOT, lesson, use_sandbox="--no-sandbox" not in argv and sandbox.bwrap_path() is not None)
+        print(f"{lesson}: reference in {time.perf_counter() - start:.1f} s")
+        for name, checks in records.items():
+            counts = {cell: len(c) for cell, c in _by_cell(checks).items()}
+            nb = nbformat.read(ROOT / "solutions" / lesson / name, as_version=4)
+            for cell in nb.cells:
+                if is_test_cell(cell):
+                    grade_id = nbgrader_meta(cell)["grade_id"]
+                    print(f"  {grade_id:<32} {counts.get(grade_id, 0):>3} checks")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
