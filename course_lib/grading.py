@@ -385,7 +385,7 @@ def read_records(folder: Path) -> list[dict]:
 
 def replay_check(kind: str, actual: Any, expected: Any, options: dict) -> str | None:
     """Run one recorded check again, here; None if it passes, else its message."""
-    checks = {"close": assert_tensor_close, "shape": assert_shape, "sequence": assert_sequence_equal,
+    checks = {"close": assert_tensor_close, "shape": _replay_shape, "sequence": assert_sequence_equal,
               "equal": assert_equal, "number": assert_number_close, "true": _replay_true,
               "raises": _replay_raises}
     if kind not in checks:
@@ -400,6 +400,12 @@ def replay_check(kind: str, actual: Any, expected: Any, options: dict) -> str | 
     return None
 
 
+def _replay_shape(actual: Any, expected: Any, name: str = "output", hint: str | None = None) -> None:
+    if isinstance(actual, torch.Tensor):  # recorded as the shape of the learner's tensor
+        actual = torch.empty(actual.tolist(), device="meta")
+    _check_shape(actual, expected, name, hint)
+
+
 def _replay_true(actual: Any, expected: Any, message: str = "") -> None:
     if actual is not True:
         _fail(message)
@@ -407,7 +413,8 @@ def _replay_true(actual: Any, expected: Any, message: str = "") -> None:
 
 def _replay_raises(actual: Any, expected: Any, name: str = "call", hint: str | None = None) -> None:
     if actual != f"raised {expected}":
-        _fail(_raises_message(name, expected, actual, hint))
+        outcome = "returned normally" if actual == "returned" else actual if isinstance(actual, str) else repr(actual)
+        _fail(_raises_message(name, expected, outcome, hint))
 
 
 def _describe(x: Any) -> str:
@@ -426,16 +433,14 @@ def _fail(message: str) -> None:
 def assert_shape(actual: Any, expected_shape: Sequence[int], name: str = "output", hint: str | None = None) -> None:
     """`actual` is a tensor of exactly `expected_shape`; otherwise a message that says how it differs."""
     __tracebackhide__ = True  # IPython and pytest show the learner's line, not this helper's source
-    if _recorder is not None:
-        recorded = [int(n) for n in actual.shape] if isinstance(actual, torch.Tensor) else actual
+    if _recorder is not None:  # a tensor is recorded as its shape, a 1-D int64 tensor; anything else as itself
+        recorded = torch.tensor(list(actual.shape), dtype=torch.int64) if isinstance(actual, torch.Tensor) else actual
         _record("shape", recorded, [int(n) for n in expected_shape], name=name, hint=hint)
     _check_shape(actual, expected_shape, name, hint)
 
 
 def _check_shape(actual: Any, expected_shape: Sequence[int], name: str, hint: str | None) -> None:
     __tracebackhide__ = True
-    if isinstance(actual, list) and all(type(n) is int for n in actual):  # a replayed record
-        actual = torch.empty(actual, device="meta")
     if not isinstance(actual, torch.Tensor):
         _fail(f"{name}: expected a torch.Tensor, got {_describe(actual)}")
     got, want = tuple(actual.shape), tuple(expected_shape)
