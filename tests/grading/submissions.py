@@ -357,6 +357,37 @@ HOSTILE_ANSWERS: dict[str, str] = {
 }
 
 
+# Attacks on the machine and on the batch (issue 14). They need imports the answer policy
+# refuses, so they are graded with the policy off: what stops them is the sandbox (a PID
+# namespace, memory and output limits) and the grader's own robustness.
+SANDBOX_ATTACKS: dict[str, str] = {
+    "kills-every-process": _code(_WRONG, """
+        import os, signal
+        for pid in range(1, 4 * 2**15):
+            if pid != os.getpid():
+                try:
+                    os.kill(pid, signal.SIGKILL)  # the grader, nbgrader, other kernels: any it can see
+                except (ProcessLookupError, PermissionError):
+                    pass
+    """),
+    "stdout-holding-daemon": _code(_WRONG, """
+        import os, time
+        if os.fork() == 0:  # a double-forked daemon in its own session, holding stdout open
+            os.setsid()
+            if os.fork() == 0:
+                time.sleep(3600)
+            os._exit(0)
+    """),
+    "allocates-18-gb": _code(_WRONG, """
+        hoard = torch.empty(18 * 2**30, dtype=torch.uint8)
+        hoard.fill_(1)
+    """),
+    "prints-500-mb": _code(_WRONG, """
+        print("x" * 500_000_000)
+    """),
+}
+
+
 def escapes_through_numpy(root) -> str:
     """Passes the answer policy (numpy is allowed) and writes into the course folder, which only
     the sandbox prevents; it also tries to read the gradebook and to print it."""

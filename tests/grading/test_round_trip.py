@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import nbformat
+import psutil
 import pytest
 
 from tests.grading import submissions as subs
@@ -105,12 +106,16 @@ def graded(request, tmp_path_factory):
                            reference_cache=REFERENCE_CACHE)
     if half == CHEATS and lesson == LESSONS[0]:
         policy_off = []
-        for attack in REPLAY_ATTACKS:
-            hostile = subs.with_answer(student, "softmax_answer", subs.HOSTILE_ANSWERS[attack])
+        attacks = {**{a: subs.HOSTILE_ANSWERS[a] for a in REPLAY_ATTACKS}, **(subs.SANDBOX_ATTACKS if SANDBOX else {})}
+        for attack, source in attacks.items():
+            hostile = subs.with_answer(student, "softmax_answer", source)
             subs.write(hostile, root / "submitted" / f"policy-off-{attack}" / lesson / name)
             expected[f"policy-off-{attack}"] = 0.0
             policy_off.append(f"policy-off-{attack}")
-        results += ag.autograde(root, [lesson], deadline=600, students=policy_off, use_sandbox=SANDBOX,
+        subs.write(solution, root / "submitted" / "policy-off-zz-honest-classmate" / lesson / name)
+        expected["policy-off-zz-honest-classmate"] = all_points
+        policy_off.append("policy-off-zz-honest-classmate")
+        results += ag.autograde(root, [lesson], deadline=120, students=policy_off, use_sandbox=SANDBOX,
                                 reference_cache=REFERENCE_CACHE, enforce_policy=False)
 
     if half == CHEATS and lesson == LESSONS[0]:  # the runaway loop costs LOOP_DEADLINE_S; once is enough
@@ -239,14 +244,33 @@ class RoundTripCheats(RoundTrip):
     def test_without_the_policy_the_replay_alone_zeroes_attacks_on_the_verdict(self, graded):
         """Answers that fool the kernel (a patched torch.isclose, no-op assert helpers) pass there;
         replaying their recorded checks in the grader's process must fail them and say so."""
-        policy_off = {s: r for s, r in graded["results"].items() if s.startswith("policy-off-")}
-        if not policy_off:
+        policy_off = {f"policy-off-{a}": graded["results"].get(f"policy-off-{a}") for a in REPLAY_ATTACKS}
+        if not any(policy_off.values()):
             pytest.skip("the policy-off batch runs on the first lesson only")
-        assert sorted(policy_off) == sorted(f"policy-off-{a}" for a in REPLAY_ATTACKS)
         for student, result in policy_off.items():
             assert result.auto_score == 0.0, f"{student} scored {result.auto_score}: the replay did not hold"
             replayed = [f for f in result.flags if "failed the grader's replay" in f]
             assert replayed, f"{student}: no cell was overturned by the replay: {result.flags}"
+
+    def test_attacks_on_the_machine_and_the_batch_are_contained(self, graded):
+        """With the policy off, only the sandbox and the grader stand between these and the
+        machine: each scores 0, leaves no process behind, and the classmate graded after them
+        keeps full marks."""
+        attacks = {a: graded["results"].get(f"policy-off-{a}") for a in subs.SANDBOX_ATTACKS}
+        if not any(attacks.values()):
+            pytest.skip("the sandbox attacks run on the first lesson only, with bwrap")
+        for attack, result in attacks.items():
+            assert result.auto_score == 0.0, f"{attack}: scored {result.auto_score}"
+            assert result.seconds < 60, f"{attack}: grading took {result.seconds:.0f} s"
+        assert attacks["stdout-holding-daemon"].status == "graded", attacks["stdout-holding-daemon"].flags
+        leftovers = [p.info["cmdline"] for p in psutil.process_iter(["cmdline"])
+                     if any(str(graded["root"]) in part for part in (p.info["cmdline"] or []))]
+        assert leftovers == [], f"processes of the graded kernels survived: {leftovers[:3]}"
+        printed = graded["root"] / "autograded" / "policy-off-prints-500-mb" / graded["lesson"]
+        size = sum(f.stat().st_size for f in printed.rglob("*") if f.is_file())
+        assert size < 50 * 2**20, f"the 500 MB print left {size / 2**20:.0f} MiB in autograded/"
+        honest = graded["results"]["policy-off-zz-honest-classmate"]
+        assert honest.auto_score == graded["expected"]["policy-off-zz-honest-classmate"] and honest.flags == [], honest
 
     def test_feedback_for_every_submission_leaks_no_hidden_test_and_grades_export(self, graded):
         if "zz-honest-classmate" not in graded["expected"]:
