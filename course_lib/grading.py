@@ -532,7 +532,12 @@ def assert_equal(actual: Any, expected: Any, name: str = "output", hint: str | N
             _fail(f"{name}: expected {_short(expected)}, got {_short(actual)}.{suffix}")
         return
     if not _same(actual, expected):
-        _fail(f"{name}: expected {_short(expected)}, got {_short(actual)}.{suffix}")
+        kinds = ""
+        if type(actual) is not type(expected) and not {type(actual), type(expected)} <= {int, float}:
+            kinds = f" ({_a(type(actual).__name__)} where {_a(type(expected).__name__)} was expected"
+            kinds += ": use .item() or .tolist()" if isinstance(actual, torch.Tensor) else ""
+            kinds += ")"
+        _fail(f"{name}: expected {_short(expected)}, got {_short(actual)}{kinds}.{suffix}")
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -548,6 +553,10 @@ def _same(a: Any, b: Any) -> bool:
     if type(a) in (bool, int, float, str, bytes, type(None)):
         return a == b
     return False
+
+
+def _a(noun: str) -> str:
+    return f"an {noun}" if noun[:1].lower() in "aeiou" else f"a {noun}"
 
 
 def _short(x: Any) -> str:
