@@ -6,8 +6,9 @@
 
 It sets resource limits and then execs `bwrap`, which starts the IPython kernel with:
 
-- its own user, PID, network, IPC, UTS and cgroup namespaces, a non-root uid (65534) and no
-  capabilities; it dies with its parent, and everything it started dies with it (killing the
+- its own PID, network, IPC, UTS and cgroup namespaces (and user namespace, unless grading as
+  root), the uid 65534 and no capabilities; as root the kernel is the real uid 65534 outside
+  too (through `setpriv`), so that the process limit applies to it; it dies with its parent, and everything it started dies with it (killing the
   PID namespace's first process kills them all, double-forked daemons included);
 - read-only binds of the OS (/usr, /etc, ...), the interpreter, the virtual environment,
   `course_lib` and the data folder, and nothing else of the course: no gradebook.db,
@@ -90,11 +91,28 @@ def _read_only_binds() -> list[Path]:
     return [p.resolve() for p in binds if p.exists()]
 
 
-def bwrap_command(connection_file: Path, bwrap: str = "bwrap") -> list[str]:
+def bwrap_command(connection_file: Path, bwrap: str = "bwrap", as_root: bool | None = None) -> list[str]:
+    """The bwrap command line.
+
+    As an ordinary user, bwrap makes a user namespace in which the kernel has the uid 65534. As
+    root, that uid would still be root outside, which Linux exempts from the process limit; so
+    bwrap runs privileged without a user namespace, and `setpriv` makes the kernel the real uid
+    65534, with no capabilities and no way to gain any (no_new_privs)."""
+    as_root = os.geteuid() == 0 if as_root is None else as_root
     runtime = connection_file.resolve().parent
-    command = [bwrap, "--unshare-all", "--die-with-parent", "--new-session",
-               "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--cap-drop", "ALL",
-               "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/tmp/work"]
+    command = [bwrap, "--die-with-parent", "--new-session"]
+    if as_root:
+        command += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    else:
+        command += ["--unshare-all", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--cap-drop", "ALL"]
+    command += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp",
+                "--perms", "0777" if as_root else "0700", "--dir", "/tmp/work"]
+    if as_root:  # bwrap makes the folders above a bind 0700 and root's: open them to the kernel's uid
+        destinations = [*_read_only_binds(), runtime, Path("/opt/grading/x")]
+        ancestors = sorted({a for d in destinations for a in d.parents if a not in (Path("/"), Path("/tmp"))},
+                           key=lambda a: len(a.parts))
+        for ancestor in ancestors:
+            command += ["--perms", "0755", "--dir", str(ancestor)]
     for path in _read_only_binds():
         command += ["--ro-bind", str(path), str(path)]
     for link in ("/bin", "/sbin", "/lib", "/lib64"):
@@ -111,7 +129,11 @@ def bwrap_command(connection_file: Path, bwrap: str = "bwrap") -> list[str]:
         env["COURSE_GRADING_RECORD"] = str(Path(record).resolve())
     for key, value in env.items():
         command += ["--setenv", key, value]
-    return command + ["--", sys.executable, "-m", "ipykernel_launcher", "-f", str(connection_file),
+    command.append("--")
+    if as_root:
+        command += [shutil.which("setpriv") or "/usr/bin/setpriv", "--reuid", str(SANDBOX_UID), "--regid",
+                    str(SANDBOX_UID), "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
+    return command + [sys.executable, "-m", "ipykernel_launcher", "-f", str(connection_file),
                       f"--IPKernelApp.outstream_class={OUTPUT_LIMIT_MODULE.stem}.LimitedOutStream"]
 
 
@@ -140,6 +162,8 @@ def main(argv: list[str]) -> None:
         sys.exit(f"{connection_file} is not in a folder made by tools/sandbox.runtime_dir(): the "
                  "sandbox binds that folder writable, so it must hold nothing else")
     command = bwrap_command(connection_file, bwrap)
+    if os.geteuid() == 0:
+        os.chown(connection_file, SANDBOX_UID, SANDBOX_UID)  # the kernel reads it as uid 65534
     _set_limits()
     os.execv(bwrap, command)
 

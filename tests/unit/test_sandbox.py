@@ -117,8 +117,52 @@ def test_the_launcher_refuses_a_connection_file_outside_a_runtime_folder(tmp_pat
     assert "runtime_dir" in done.stderr
 
 
+def test_the_number_of_processes_is_limited(kernel):
+    """RLIMIT_NPROC counts the processes and threads of the kernel's real uid, and Linux exempts
+    root: a launcher started as root must have made the kernel the real uid 65534 for this to
+    hold. The fork loop runs in a plain Python child of the kernel (forking the kernel itself
+    would copy its ZeroMQ threads)."""
+    fork_loop = (
+        "import os, time\n"
+        "children = []\n"
+        "try:\n"
+        "    for _ in range(400):\n"
+        "        pid = os.fork()\n"
+        "        if pid == 0:\n"
+        "            time.sleep(60)\n"
+        "            os._exit(0)\n"
+        "        children.append(pid)\n"
+        "    print('forked', len(children))\n"
+        "except OSError as error:\n"
+        "    print('refused after', len(children), type(error).__name__)\n"
+        "finally:\n"
+        "    for pid in children:\n"
+        "        os.kill(pid, 9)\n"
+        "        os.waitpid(pid, 0)\n"
+    )
+    out = kernel(f"import subprocess, sys\nprint(subprocess.run([sys.executable, '-c', {fork_loop!r}], "
+                 "capture_output=True, text=True, timeout=60).stdout)")
+    assert out.startswith("refused after"), f"400 forks were allowed: {out!r}"
+    assert int(out.split()[2]) < sandbox.LIMITS["PROCESSES"], out
+
+
 def test_printed_output_is_cut_after_the_limit(kernel):
+    # last in this module: it spends the kernel's output budget
     # last in the file: it spends the shared kernel's whole output budget
     out = kernel("for _ in range(50):\n    print('x' * 10_000)")
     assert "[output cut by the grader after 100,000 characters]" in out
     assert len(out) < 100_000 + 200, f"{len(out):,} characters came through a 100,000-character limit"
+
+
+def test_as_root_the_kernel_is_started_as_the_real_sandbox_uid(tmp_path):
+    """Root gets no user namespace (its uid 65534 would still be root outside) but setpriv, with
+    no capabilities and no_new_privs; an ordinary user gets the user namespace."""
+    runtime = sandbox.runtime_dir(tmp_path / "runtime")
+    as_root = sandbox.bwrap_command(runtime / "kernel.json", as_root=True)
+    as_user = sandbox.bwrap_command(runtime / "kernel.json", as_root=False)
+    tail = as_root[as_root.index("--") + 1:]
+    assert Path(tail[0]).name == "setpriv" and tail[1:5] == ["--reuid", str(sandbox.SANDBOX_UID), "--regid",
+                                                             str(sandbox.SANDBOX_UID)]
+    assert {"--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--clear-groups"} <= set(tail)
+    assert "--unshare-all" not in as_root and "--unshare-pid" in as_root and "--unshare-net" in as_root
+    assert "--unshare-all" in as_user and "--cap-drop" in as_user and "setpriv" not in " ".join(as_user)
