@@ -14,7 +14,8 @@ It sets resource limits and then execs `bwrap`, which starts the IPython kernel 
   `course_lib` and the data folder, and nothing else of the course: no gradebook.db,
   solutions/, submitted/, autograded/, feedback/, .git or home;
 - a private /tmp, an empty working directory, and a cleared environment;
-- limits on address space (memory), processes, file size, open files and printed output.
+- limits on address space (memory), processes, file size, open files and output (printed
+  and rich).
 
 The kernel talks to nbgrader over Unix sockets (jupyter's "ipc" transport) in a per-submission
 runtime folder, the one writable bind, because its network namespace has no shared loopback.
@@ -134,7 +135,8 @@ def bwrap_command(connection_file: Path, bwrap: str = "bwrap", as_root: bool | N
         command += [shutil.which("setpriv") or "/usr/bin/setpriv", "--reuid", str(SANDBOX_UID), "--regid",
                     str(SANDBOX_UID), "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
     return command + [sys.executable, "-m", "ipykernel_launcher", "-f", str(connection_file),
-                      f"--IPKernelApp.outstream_class={OUTPUT_LIMIT_MODULE.stem}.LimitedOutStream"]
+                      f"--IPKernelApp.outstream_class={OUTPUT_LIMIT_MODULE.stem}.LimitedOutStream",
+                      f"--IPKernelApp.extensions={OUTPUT_LIMIT_MODULE.stem}"]
 
 
 def write_kernel_spec(folder: Path) -> Path:

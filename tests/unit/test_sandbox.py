@@ -18,8 +18,7 @@ pytestmark = pytest.mark.skipif(sandbox.bwrap_path() is None and os.environ.get(
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def kernel(tmp_path_factory, monkeypatch_module):
+def _sandboxed_kernel(tmp_path_factory, monkeypatch_module):
     from jupyter_client.manager import KernelManager
 
     base = tmp_path_factory.mktemp("sandbox")
@@ -35,6 +34,7 @@ def kernel(tmp_path_factory, monkeypatch_module):
     client.wait_for_ready(timeout=60)
 
     def run(code: str) -> str:
+        """What the code printed, with each rich output as '<mime type: N characters>'."""
         chunks = []
 
         def keep(message):
@@ -43,6 +43,9 @@ def kernel(tmp_path_factory, monkeypatch_module):
                 chunks.append(content["text"])
             elif message["msg_type"] == "error":
                 chunks.append(f"{content['ename']}: {content['evalue']}")
+            elif message["msg_type"] in ("display_data", "execute_result"):
+                for mime, value in content["data"].items():
+                    chunks.append(value if mime == "text/plain" and "output cut" in value else f"<{mime}: {len(value)} characters>")
 
         client.execute_interactive(code, timeout=60, output_hook=keep)
         return "".join(chunks).strip()
@@ -50,6 +53,17 @@ def kernel(tmp_path_factory, monkeypatch_module):
     yield run
     client.stop_channels()
     km.shutdown_kernel(now=True)
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory, monkeypatch_module):
+    yield from _sandboxed_kernel(tmp_path_factory, monkeypatch_module)
+
+
+@pytest.fixture
+def fresh_kernel(tmp_path_factory, monkeypatch_module):
+    """A kernel of its own, with its whole output budget."""
+    yield from _sandboxed_kernel(tmp_path_factory, monkeypatch_module)
 
 
 @pytest.fixture(scope="module")
@@ -147,8 +161,7 @@ def test_the_number_of_processes_is_limited(kernel):
 
 
 def test_printed_output_is_cut_after_the_limit(kernel):
-    # last in this module: it spends the kernel's output budget
-    # last in the file: it spends the shared kernel's whole output budget
+    # last of the shared kernel's tests: it spends that kernel's output budget
     out = kernel("for _ in range(50):\n    print('x' * 10_000)")
     assert "[output cut by the grader after 100,000 characters]" in out
     assert len(out) < 100_000 + 200, f"{len(out):,} characters came through a 100,000-character limit"
@@ -166,3 +179,14 @@ def test_as_root_the_kernel_is_started_as_the_real_sandbox_uid(tmp_path):
     assert {"--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--clear-groups"} <= set(tail)
     assert "--unshare-all" not in as_root and "--unshare-pid" in as_root and "--unshare-net" in as_root
     assert "--unshare-all" in as_user and "--cap-drop" in as_user and "setpriv" not in " ".join(as_user)
+
+
+def test_rich_outputs_count_against_the_same_limit(fresh_kernel):
+    out = fresh_kernel("from IPython.display import HTML, display\n"
+                       "for _ in range(30):\n    display(HTML('<b>' + 'y' * 10_000 + '</b>'))\n"
+                       "HTML('z' * 50_000)")
+    shown = out.count("<text/html: ")
+    assert "[output cut by the grader after 100,000 characters]" in out, out[-300:]
+    assert 1 <= shown <= 10, f"{shown} HTML outputs of 10,000 characters came through a 100,000-character limit"
+    assert "<text/html: 50000" not in out, "the cell's result went out after the limit"
+    assert fresh_kernel("print('after')") == "", "printing must stay cut once rich outputs spent the budget"
