@@ -1,9 +1,15 @@
-"""Measured (grading): the time to autograde one submission with and without the bubblewrap sandbox.
+"""Measured (grading): the time to autograde one submission, with every protection and without.
 
 A temporary course directory holds one lesson, released, with the solution submitted as one
-student. Rounds alternate `tools/autograde.py` with the sandbox and without it (the same
-answer policy and staging in both), and the medians are compared. The target is at most 3 s
-more per submission with the sandbox.
+student. Rounds alternate three graders on it:
+
+- `tools/autograde.py` as `make autograde` runs it: answer policy, staging, the bubblewrap
+  sandbox, and the replay of the recorded checks against the instructor's run;
+- the same without the sandbox;
+- plain `nbgrader autograde` (none of the above): the peer.
+
+The medians are compared; the target is at most 3 s more per submission than the peer. The
+instructor's run of the solution (once per lesson, then cached) is timed on its own.
 
     python benchmarks/grading_sandbox.py                 # lesson 00, 5 rounds
     python benchmarks/grading_sandbox.py --lesson 03_attention --rounds 3
@@ -12,6 +18,7 @@ more per submission with the sandbox.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import shutil
 import statistics
@@ -24,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tools import autograde as ag  # noqa: E402
-from tools import sandbox  # noqa: E402
+from tools import sandbox, verdicts  # noqa: E402
 
 
 def main() -> None:
@@ -43,20 +50,36 @@ def main() -> None:
         name = f"{args.lesson}.ipynb"
         (course / "submitted" / "student" / args.lesson).mkdir(parents=True)
         shutil.copy(course / "solutions" / args.lesson / name, course / "submitted" / "student" / args.lesson / name)
-        seconds: dict[bool, list[float]] = {True: [], False: []}
+        graders = {
+            "autograde.py (sandbox, policy, replay)": lambda: _graded(ag.autograde(course, [args.lesson], students=["student"])),
+            "autograde.py without the sandbox": lambda: _graded(ag.autograde(course, [args.lesson], students=["student"],
+                                                                             use_sandbox=False)),
+            "plain nbgrader autograde": lambda: ag.nbgrader(course, "autograde", args.lesson, "--student", "student",
+                                                            "--force"),
+        }
+        start = time.perf_counter()
+        verdicts.reference_records(course, args.lesson)
+        reference_seconds = time.perf_counter() - start
+        seconds: dict[str, list[float]] = {name: [] for name in graders}
         for _ in range(args.rounds):
-            for use_sandbox in (True, False):
+            for name, grade in graders.items():
                 start = time.perf_counter()
-                (result,) = ag.autograde(course, [args.lesson], students=["student"], use_sandbox=use_sandbox)
-                seconds[use_sandbox].append(time.perf_counter() - start)
-                if result.status != "graded" or result.auto_score != result.auto_max:
-                    sys.exit(f"the solution was not graded in full: {result}")
-    with_sandbox, without = statistics.median(seconds[True]), statistics.median(seconds[False])
-    print(f"machine: {platform.processor() or platform.machine()}, python {platform.python_version()}")
-    print(f"{args.lesson}, {args.rounds} rounds, median seconds per submission (autograde row included):")
-    print(f"  sandboxed   {with_sandbox:6.2f} s   {[round(s, 2) for s in seconds[True]]}")
-    print(f"  unsandboxed {without:6.2f} s   {[round(s, 2) for s in seconds[False]]}")
-    print(f"  difference {with_sandbox - without:+.2f} s (target: at most +3 s); ratio {with_sandbox / without:.2f}x")
+                grade()
+                seconds[name].append(time.perf_counter() - start)
+    medians = {name: statistics.median(values) for name, values in seconds.items()}
+    peer = medians["plain nbgrader autograde"]
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}")
+    print(f"{args.lesson}: the instructor's reference run took {reference_seconds:.2f} s (once per lesson, then cached)")
+    print(f"{args.rounds} rounds, median seconds per submission:")
+    for name, median in medians.items():
+        print(f"  {name:<42} {median:6.2f} s  {median - peer:+6.2f} s vs plain  {[round(v, 2) for v in seconds[name]]}")
+    print("target: at most +3 s per submission")
+
+
+def _graded(results) -> None:
+    (result,) = results
+    if result.status != "graded" or result.auto_score != result.auto_max or result.flags:
+        sys.exit(f"the solution was not graded in full, without flags: {result}")
 
 
 if __name__ == "__main__":

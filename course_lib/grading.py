@@ -373,14 +373,42 @@ def read_records(folder: Path) -> list[dict]:
     path = folder / RECORD_FILE
     if not path.exists():
         return []
+    files: dict[str, dict[str, torch.Tensor]] = {}
     records = []
     for line in path.read_text().splitlines():
         entry = json.loads(line)
-        tensors = load_file(str(folder / Path(entry["tensors"]).name)) if entry.get("tensors") else {}
+        tensors: dict[str, torch.Tensor] = {}
+        if entry.get("tensors"):
+            name = Path(entry["tensors"]).name  # never a path out of the folder
+            if name not in files:
+                files[name] = load_file(str(folder / name))
+            prefix = entry.get("prefix", "")
+            tensors = {k[len(prefix):]: v for k, v in files[name].items() if k.startswith(prefix)}
         entry["actual"] = decode_value(entry["actual"], tensors)
         entry["expected"] = decode_value(entry["expected"], tensors)
         records.append(entry)
     return records
+
+
+def consolidate_records(source: Path, destination: Path) -> int:
+    """Copy the records of `source` into `destination` as one JSON-lines file and one safetensors
+    file (the per-check files of a recording, merged for storage). Returns the number of checks."""
+    from safetensors.torch import load_file, save_file
+
+    destination.mkdir(parents=True, exist_ok=True)
+    merged: dict[str, torch.Tensor] = {}
+    lines = []
+    path = source / RECORD_FILE
+    for n, line in enumerate(path.read_text().splitlines() if path.exists() else []):
+        entry = json.loads(line)
+        if entry.get("tensors"):
+            prefix = f"c{n}."
+            merged.update({prefix + k: v for k, v in load_file(str(source / Path(entry["tensors"]).name)).items()})
+            entry["tensors"], entry["prefix"] = "checks.safetensors", prefix
+        lines.append(json.dumps(entry))
+    save_file(merged, str(destination / "checks.safetensors"))
+    (destination / RECORD_FILE).write_text("".join(line + "\n" for line in lines))
+    return len(lines)
 
 
 def replay_check(kind: str, actual: Any, expected: Any, options: dict) -> str | None:

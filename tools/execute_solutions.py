@@ -1,4 +1,6 @@
-"""Execute solution notebooks in place, storing the outputs that nbval compares.
+"""Execute solution notebooks in place, storing the outputs that nbval compares, and the
+checks their test cells record: the reference that grading replays submissions against
+(reference-checks/<lesson>/, see tools/verdicts.py).
 
     python tools/execute_solutions.py 00_setup 01_tokenization
 """
@@ -7,15 +9,17 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
 
 if __package__ in (None, ""):  # run as a script: make `tools` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from course_lib.grading import RECORD_ENV  # noqa: E402
+from tools import verdicts  # noqa: E402
 from tools.nbtools import lesson_names  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,18 +32,25 @@ def execute(lesson: str, timeout: int = 600) -> float:
     path = ROOT / "solutions" / lesson / f"{lesson}.ipynb"
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
-    NotebookClient(
-        nb,
-        timeout=timeout,
-        kernel_name="llm-course",
-        record_timing=False,
-        store_widget_state=True,  # JupyterLab then renders the saved widgets, not "model not found"
-        resources={"metadata": {"path": str(path.parent)}},
-    ).execute()
-    elapsed = time.perf_counter() - start
+    with tempfile.TemporaryDirectory() as records:
+        os.environ[RECORD_ENV] = records  # the kernel inherits it: test cells record their checks
+        try:
+            verdicts.announcing_client(
+                nb,
+                timeout=timeout,
+                kernel_name="llm-course",
+                record_timing=False,
+                store_widget_state=True,  # JupyterLab then renders the saved widgets, not "model not found"
+                resources={"metadata": {"path": str(path.parent)}},
+            ).execute()
+        finally:
+            os.environ.pop(RECORD_ENV, None)
+        elapsed = time.perf_counter() - start
+        count = verdicts.store_reference(Path(records), ROOT, lesson, path)
     for cell in nb.cells:
         cell.metadata.pop("execution", None)  # timestamps would leak into the release
     nbformat.write(nb, path)
+    print(f"{lesson}: {count} checks stored in {verdicts.STORED}/{lesson}/", flush=True)
     return elapsed
 
 

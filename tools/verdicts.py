@@ -9,9 +9,11 @@ answer can do; this module takes the verdict itself out of its reach:
    recorded before it is evaluated: the learner's value, the expected value and the check's
    options (safetensors for tensors, tagged JSON for the rest; nothing is unpickled).
    `nbgrader_config.py` announces each graded test cell to the kernel (`begin_checks`).
-2. The instructor's solution is run the same way once per lesson (`reference_records`, cached
-   by the hash of the solution notebook and of `course_lib`): its records are the trusted
-   expected values, options and number of checks per cell.
+2. The instructor's solution is run the same way: `make execute-solutions` stores its records
+   in reference-checks/<lesson>/ with a key (the hash of the solution's code and of
+   `course_lib`); when the key is stale, grading runs the solution once itself and caches the
+   result (`reference_records`). Its records are the trusted expected values, options and
+   number of checks per cell.
 3. `compare` replays, in this process, each of the learner's recorded values against the
    reference's expected value with the same helper, so a failure carries the same message as
    in the notebook. A cell passes only if it made as many checks as the reference, of the same
@@ -42,7 +44,7 @@ import nbformat
 if __package__ in (None, ""):  # run as a script: make `tools` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from course_lib.grading import RECORD_ENV, read_records, replay_check  # noqa: E402
+from course_lib.grading import RECORD_ENV, consolidate_records, read_records, replay_check  # noqa: E402
 from tools import sandbox  # noqa: E402
 from tools.nbtools import is_test_cell, nbgrader_meta  # noqa: E402
 
@@ -50,46 +52,77 @@ ROOT = Path(__file__).resolve().parent.parent
 ANNOUNCE = '__import__("course_lib.grading", fromlist=["_"]).begin_checks({!r})'
 
 
-def with_announcements(nb):
-    """A copy of `nb` in which each graded test cell is preceded by its announcement."""
-    out = nbformat.v4.new_notebook(metadata=nb.metadata)
-    for cell in nb.cells:
-        if is_test_cell(cell):
-            out.cells.append(nbformat.v4.new_code_cell(ANNOUNCE.format(nbgrader_meta(cell)["grade_id"])))
-        out.cells.append(cell)
-    return out
+STORED = "reference-checks"  # <root>/reference-checks/<lesson>/<notebook>/: the solution's records
 
 
-def course_lib_digest() -> str:
+def announcing_client(nb, **kwargs):
+    """An nbclient NotebookClient that announces each graded test cell to the kernel before it
+    runs it (as nbgrader_config.py's ExecuteAnnouncingTestCells does while grading), outside the
+    notebook and its execution counts."""
+    from nbclient import NotebookClient
+
+    class AnnouncingClient(NotebookClient):
+        async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
+            if is_test_cell(cell):
+                announce = nbformat.v4.new_code_cell(ANNOUNCE.format(nbgrader_meta(cell)["grade_id"]))
+                await super().async_execute_cell(announce, cell_index, store_history=False)
+            return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+
+    return AnnouncingClient(nb, **kwargs)
+
+
+def course_lib_digest(root: Path = ROOT) -> str:
     digest = hashlib.sha256()
-    for path in sorted((ROOT / "course_lib").rglob("*.py")):
-        digest.update(path.relative_to(ROOT).as_posix().encode() + path.read_bytes())
+    for path in sorted((root / "course_lib").rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + path.read_bytes())
     return digest.hexdigest()
+
+
+def reference_key(solution: Path) -> str:
+    """What the reference records depend on: every code cell of the solution (not its outputs)
+    and course_lib."""
+    nb = nbformat.read(solution, as_version=4)
+    digest = hashlib.sha256(course_lib_digest().encode())
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            digest.update(cell.source.encode() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def stored_reference(root: Path, lesson: str, notebook: str) -> Path:
+    return root / STORED / lesson / Path(notebook).stem
+
+
+def store_reference(records: Path, root: Path, lesson: str, solution: Path) -> int:
+    """Keep the records of an execution of `solution` as its stored reference; returns the count."""
+    folder = stored_reference(root, lesson, solution.name)
+    shutil.rmtree(folder, ignore_errors=True)
+    count = consolidate_records(records, folder)
+    (folder / "key").write_text(reference_key(solution) + "\n")
+    return count
 
 
 def run_reference(solution: Path, folder: Path, use_sandbox: bool = True, timeout: int = 600) -> list[str]:
     """Execute the solution notebook with recording on; the records land in folder/checks.
     Returns the errors raised by graded test cells (there should be none)."""
-    from nbclient import NotebookClient
-
     runtime = sandbox.runtime_dir(folder / "runtime")
     record = runtime / "checks"
-    nb = with_announcements(nbformat.read(solution, as_version=4))
+    nb = nbformat.read(solution, as_version=4)
     saved = {k: os.environ.get(k) for k in (RECORD_ENV, "JUPYTER_PATH")}
     os.environ[RECORD_ENV] = str(record)
     try:
         if use_sandbox:
             kernels = sandbox.write_kernel_spec(folder / "jupyter")
             os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(kernels), saved["JUPYTER_PATH"]) if p)
-            client = NotebookClient(nb, timeout=timeout, kernel_name=sandbox.KERNEL_NAME, allow_errors=True,
-                                    resources={"metadata": {"path": str(runtime)}})
+            client = announcing_client(nb, timeout=timeout, kernel_name=sandbox.KERNEL_NAME, allow_errors=True,
+                                       resources={"metadata": {"path": str(runtime)}})
             client.km = client.create_kernel_manager()
             client.km.transport, client.km.ip = "ipc", str(runtime / "kernel")
             client.km.connection_file = str(runtime / "kernel.json")
         else:
-            client = NotebookClient(nb, timeout=timeout, allow_errors=True,
-                                    kernel_name=nb.metadata.get("kernelspec", {}).get("name", "python3"),
-                                    resources={"metadata": {"path": str(solution.parent)}})
+            client = announcing_client(nb, timeout=timeout, allow_errors=True,
+                                       kernel_name=nb.metadata.get("kernelspec", {}).get("name", "python3"),
+                                       resources={"metadata": {"path": str(solution.parent)}})
         client.execute()
     finally:
         for key, value in saved.items():
@@ -106,13 +139,19 @@ def run_reference(solution: Path, folder: Path, use_sandbox: bool = True, timeou
 
 
 def reference_records(root: Path, lesson: str, cache: Path | None = None, use_sandbox: bool = True) -> dict:
-    """{notebook name: records of the instructor's solution}, run once and cached under
-    `cache` (default <root>/.grading/reference) by the hash of the solution and of course_lib."""
+    """{notebook name: records of the instructor's solution}. The stored reference
+    (reference-checks/, written by `make execute-solutions`) is used when its key matches the
+    solution and course_lib; otherwise the solution is run once here and cached in `cache`
+    (default <root>/.grading/reference)."""
     cache = cache or root / ".grading" / "reference"
-    cache.mkdir(parents=True, exist_ok=True)
     result = {}
     for solution in sorted((root / "solutions" / lesson).glob("*.ipynb")):
-        key = hashlib.sha256(solution.read_bytes() + course_lib_digest().encode()).hexdigest()[:16]
+        key = reference_key(solution)
+        stored = stored_reference(root, lesson, solution.name)
+        if (stored / "key").exists() and (stored / "key").read_text().strip() == key:
+            result[solution.name] = read_records(stored)
+            continue
+        cache.mkdir(parents=True, exist_ok=True)
         folder = cache / f"{lesson}-{solution.stem}-{key}"
         with open(cache / f"{lesson}.lock", "w") as lock:  # parallel graders share one run
             fcntl.flock(lock, fcntl.LOCK_EX)

@@ -17,7 +17,7 @@ import pytest
 
 from tests.grading import submissions as subs
 from tools import autograde as ag
-from tools import sandbox
+from tools import sandbox, verdicts
 from tools.nbtools import lesson_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,6 +61,8 @@ def graded(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(f"course-{lesson}-{half}")
     shutil.copy(ROOT / "nbgrader_config.py", root)
     shutil.copytree(ROOT / "solutions" / lesson, root / "solutions" / lesson)
+    if (ROOT / verdicts.STORED / lesson).exists():  # the solution's checks, stored by make execute-solutions
+        shutil.copytree(ROOT / verdicts.STORED / lesson, root / verdicts.STORED / lesson)
     done = ag.nbgrader(root, "generate_assignment", lesson, "--force")
     assert done.returncode == 0, f"generate_assignment failed:\n{done.stdout}\n{done.stderr}"
 

@@ -113,3 +113,23 @@ def test_solution_widgets_have_their_saved_state_and_the_release_has_none(lesson
                          f"`python tools/execute_solutions.py {lesson}`")
     student = json.loads((ROOT / "notebooks" / lesson / f"{lesson}.ipynb").read_text())
     assert "widgets" not in student["metadata"], "the student version carries widget state: run `make release`"
+
+
+def test_the_stored_reference_checks_are_current(lesson):
+    """Grading replays every submission's checks against the solution's, stored by
+    `make execute-solutions` with a key of the solution's code and course_lib; a stale key means
+    grading would run the solution itself first (slower, same verdicts)."""
+    from tools import verdicts
+
+    solution = ROOT / "solutions" / lesson / f"{lesson}.ipynb"
+    key_file = verdicts.stored_reference(ROOT, lesson, solution.name) / "key"
+    assert key_file.exists(), f"no stored reference checks for {lesson}: run `make execute-solutions LESSONS={lesson}`"
+    assert key_file.read_text().strip() == verdicts.reference_key(solution), (
+        f"the stored reference checks of {lesson} are older than its solution or course_lib: "
+        f"run `make execute-solutions LESSONS={lesson}` and commit {verdicts.STORED}/{lesson}"
+    )
+    records = verdicts.read_records(key_file.parent)
+    cells = {r["cell"] for r in records}
+    hidden = {c["metadata"]["nbgrader"]["grade_id"] for c in json.loads(solution.read_text())["cells"]
+              if "BEGIN HIDDEN TESTS" in "".join(c["source"]) and c["metadata"].get("nbgrader", {}).get("grade")}
+    assert hidden <= cells, f"hidden test cells that record no check (the grader cannot replay them): {sorted(hidden - cells)}"
