@@ -53,7 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 class Result:
     lesson: str
     student: str
-    status: str  # "graded", "did not finish", "autograde error"
+    status: str  # "graded", "did not finish", "autograde error", "no notebook"
     auto_score: float
     auto_max: float
     seconds: float
@@ -217,13 +217,15 @@ def nbgrader(root: Path, *args: str, timeout: float | None = None) -> subprocess
 
 
 def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_timeout: float | None,
-                  use_sandbox: bool = True) -> tuple[str, float, str]:
+                  use_sandbox: bool = True, runtime: Path | None = None) -> tuple[str, float, str]:
+    """Run nbgrader autograde on one staged submission; the kernel records its checks in
+    <runtime>/checks (a fresh folder from sandbox.short_runtime_dir() if not given)."""
     args = [sys.executable, "-m", "nbgrader", "autograde", lesson, "--student", student, "--force",
             f"--CourseDirectory.submitted_directory={STAGING}"]
     if cell_timeout is not None:
         args.append(f"--Execute.timeout={int(cell_timeout)}")
     env = _env()
-    runtime = sandbox.runtime_dir(root / ".grading" / "runtime")
+    runtime = runtime or sandbox.short_runtime_dir()
     env[RECORD_ENV] = str(runtime / "checks")  # the checks' records (tools/verdicts.py)
     if use_sandbox:
         kernels = sandbox.write_kernel_spec(root / ".grading" / "jupyter")
@@ -249,18 +251,19 @@ def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_t
     return status, time.perf_counter() - start, log
 
 
-def learner_records(root: Path) -> list[dict] | str:
-    """The checks recorded by the last submission's kernel, or why they cannot be read."""
+def learner_records(runtime: Path) -> list[dict] | str:
+    """The checks a submission's kernel recorded in <runtime>/checks, or why they cannot be read."""
     try:
-        return read_records(root / ".grading" / "runtime" / "checks")
+        return read_records(runtime / "checks")
     except Exception as error:  # written where the learner's code could write too: anything goes
         return f"its check records are unreadable ({type(error).__name__}: {str(error)[:100]})"
 
 
-def replay_verdicts(root: Path, lesson: str, student: str, reference: dict[str, list[dict]]) -> list[str]:
+def replay_verdicts(root: Path, lesson: str, student: str, reference: dict[str, list[dict]],
+                    runtime: Path) -> list[str]:
     """Replay the submission's recorded checks against the reference here, lower the cells that
     fail, and return the flags (tools/verdicts.py)."""
-    records = learner_records(root)
+    records = learner_records(runtime)
     flags = []
     for notebook, expected in reference.items():
         if isinstance(records, str):
@@ -353,22 +356,33 @@ def autograde(
             if (students is not None and student not in students) or (lesson, student) in already_reported:
                 continue
             flags = []
+            if not any(student_dir.glob("*.ipynb")):
+                expected = ", ".join(p.name for p in (root / "notebooks" / lesson).glob("*.ipynb"))
+                results.append(Result(lesson, student, "no notebook", 0.0, lesson_scores(root, lesson)[1], 0.0,
+                                      [f"submitted/{student}/{lesson}/ holds no notebook (expected {expected}); 0 points"]))
+                print(format_row(results[-1]), flush=True)
+                if report is not None:
+                    _append_row(report, results[-1])
+                continue
             for notebook in sorted(student_dir.glob("*.ipynb")):
                 flags += integrity_flags(
                     root / "notebooks" / lesson / notebook.name, notebook, root / "solutions" / lesson / notebook.name
                 )
             flags += stage_submission(root, lesson, student, protected, enforce_policy)
+            runtime = sandbox.short_runtime_dir()
             try:
-                status, seconds, log = run_autograde(root, lesson, student, deadline, cell_timeout, use_sandbox)
+                status, seconds, log = run_autograde(root, lesson, student, deadline, cell_timeout, use_sandbox,
+                                                     runtime)
+                if status != "graded":
+                    _forget(root, lesson, student)
+                    flags.append(_failure_reason(status, deadline, log))
+                else:
+                    flags += replay_verdicts(root, lesson, student, reference, runtime)
             finally:
                 staged = root / STAGING / student / lesson
                 _make_writable(staged)
                 shutil.rmtree(staged, ignore_errors=True)
-            if status != "graded":
-                _forget(root, lesson, student)
-                flags.append(_failure_reason(status, deadline, log))
-            else:
-                flags += replay_verdicts(root, lesson, student, reference)
+                shutil.rmtree(runtime, ignore_errors=True)
             scores, maximum = lesson_scores(root, lesson)
             score = scores.get(student, 0.0)
             now = course_fingerprint(root)

@@ -144,7 +144,7 @@ def main(paths: list[str]) -> int:
     for problem in problems:
         print(problem)
     if problems:
-        print(f"\n{len(problems)} test statement(s) that cannot fail.")
+        print(f"\n{len(problems)} problem(s): checks that cannot fail, or that the grader cannot replay.")
         return 1
     return 0
 

@@ -56,6 +56,14 @@ def runtime_dir(path: Path) -> Path:
     return path
 
 
+def short_runtime_dir() -> Path:
+    """A fresh runtime folder under the system's temporary folder: Unix socket paths must fit in
+    107 bytes, which a course folder's own subfolders may not."""
+    import tempfile
+
+    return runtime_dir(Path(tempfile.mkdtemp(prefix="llm-grading-")))
+
+
 def bwrap_path() -> str | None:
     """The bwrap binary, if it is installed and can create namespaces on this machine."""
     path = shutil.which("bwrap")

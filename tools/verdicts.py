@@ -105,14 +105,14 @@ def store_reference(records: Path, root: Path, lesson: str, solution: Path) -> i
 def run_reference(solution: Path, folder: Path, use_sandbox: bool = True, timeout: int = 600) -> list[str]:
     """Execute the solution notebook with recording on; the records land in folder/checks.
     Returns the errors raised by graded test cells (there should be none)."""
-    runtime = sandbox.runtime_dir(folder / "runtime")
+    runtime = sandbox.short_runtime_dir()
     record = runtime / "checks"
     nb = nbformat.read(solution, as_version=4)
     saved = {k: os.environ.get(k) for k in (RECORD_ENV, "JUPYTER_PATH")}
     os.environ[RECORD_ENV] = str(record)
     try:
         if use_sandbox:
-            kernels = sandbox.write_kernel_spec(folder / "jupyter")
+            kernels = sandbox.write_kernel_spec(runtime.parent / f"{runtime.name}-jupyter")
             os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(kernels), saved["JUPYTER_PATH"]) if p)
             client = announcing_client(nb, timeout=timeout, kernel_name=sandbox.KERNEL_NAME, allow_errors=True,
                                        resources={"metadata": {"path": str(runtime)}})
@@ -134,6 +134,7 @@ def run_reference(solution: Path, folder: Path, use_sandbox: bool = True, timeou
     if record.exists():
         shutil.copytree(record, folder / "checks")
     shutil.rmtree(runtime, ignore_errors=True)
+    shutil.rmtree(runtime.parent / f"{runtime.name}-jupyter", ignore_errors=True)
     return [f"{nbgrader_meta(c)['grade_id']}: {o.ename}: {o.evalue[:200]}"
             for c in nb.cells if is_test_cell(c) for o in c.get("outputs", []) if o.output_type == "error"]
 

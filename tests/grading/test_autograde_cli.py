@@ -20,14 +20,17 @@ def test_a_fresh_course_is_released_graded_reported_and_resumed(tmp_path, capsys
     submitted = tmp_path / "submitted" / "ada" / LESSON
     submitted.mkdir(parents=True)
     shutil.copy(ROOT / "solutions" / LESSON / f"{LESSON}.ipynb", submitted)
+    (tmp_path / "submitted" / "bob" / LESSON).mkdir(parents=True)  # an empty submission folder
     flags = [] if sandbox.bwrap_path() else ["--no-sandbox"]
 
     assert ag.main([LESSON, "--root", str(tmp_path), *flags]) == 0
     report = tmp_path / "autograded" / "autograde-report.csv"
     rows = list(csv.DictReader(report.open()))
-    assert [(r["student"], r["status"], float(r["autograded_score"])) for r in rows] == [("ada", "graded", 8.0)]
+    assert [(r["student"], r["status"], float(r["autograded_score"])) for r in rows] == [
+        ("ada", "graded", 8.0), ("bob", "no notebook", 0.0)]
+    assert rows[1]["flags"] == f"submitted/bob/{LESSON}/ holds no notebook (expected {LESSON}.ipynb); 0 points"
 
     capsys.readouterr()
     assert ag.main([LESSON, "--root", str(tmp_path), "--resume", *flags]) == 0
     assert "ada" not in capsys.readouterr().out, "--resume must skip a submission already in the report"
-    assert len(list(csv.DictReader(report.open()))) == 1
+    assert len(list(csv.DictReader(report.open()))) == 2
