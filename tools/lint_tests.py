@@ -8,8 +8,8 @@ Flags, in test modules (test_*.py) and in the graded test cells of solution note
 - a test function, or a graded test cell, with no assertion at all: no `assert`, no
   `raise AssertionError`, `pytest.raises`/`warns`/`fail`, and no call to a helper that asserts
   (a function of the same module whose body asserts, or any function named `assert_*`/`check_*`);
-- in the hidden part of a graded test cell, a check that the grader cannot replay: an `assert`
-  statement, or a `raise AssertionError` outside an `except` handler. Hidden tests check through
+- in a graded test cell, a check that the grader cannot replay: an `assert` statement, or a
+  `raise AssertionError` outside an `except` handler. Test cells check through
   the recording helpers of `course_lib.grading` (`assert_tensor_close`, `assert_equal`,
   `assert_number_close`, `assert_raises`, `assert_true`, ...), whose records the grader compares
   with the instructor's run in its own process (tools/verdicts.py). A `raise AssertionError(...)`
@@ -83,11 +83,8 @@ def check_source(source: str, where: str, *, whole_is_a_test: bool = False) -> l
     return problems
 
 
-HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
-
-
 def unrecorded_checks(source: str) -> list[int]:
-    """Lines (of `source`) where a hidden test checks without a recording helper."""
+    """Lines of `source` where a test cell checks without a recording helper."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -103,14 +100,6 @@ def unrecorded_checks(source: str) -> list[int]:
     return sorted(lines)
 
 
-def hidden_region(source: str) -> tuple[str, int] | None:
-    """The hidden part of a test cell and the line it starts after, or None."""
-    if HIDDEN_BEGIN not in source:
-        return None
-    before, rest = source.split(HIDDEN_BEGIN, 1)
-    return rest.split(HIDDEN_END, 1)[0], before.count("\n")
-
-
 def check_notebook(path: Path) -> list[str]:
     problems = []
     for index, cell in enumerate(json.loads(path.read_text())["cells"]):
@@ -119,16 +108,13 @@ def check_notebook(path: Path) -> list[str]:
             source = cell_source(cell)
             source = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
             problems += check_source(source, f"{path} cell {index} ({meta.get('grade_id')})", whole_is_a_test=True)
-            hidden = hidden_region(source)
-            if hidden is not None:
-                region, offset = hidden
-                problems += [
-                    f"{path} cell {index} ({meta.get('grade_id')}) line {offset + line}: a hidden test checks with "
-                    "`assert`/`raise AssertionError`, which the grader cannot replay outside the learner's "
-                    "process; use a recording helper (assert_equal, assert_number_close, assert_raises, "
-                    "assert_true, ...)"
-                    for line in unrecorded_checks(region)
-                ]
+            problems += [
+                f"{path} cell {index} ({meta.get('grade_id')}) line {line}: a test checks with "
+                "`assert`/`raise AssertionError`, which the grader cannot replay outside the learner's "
+                "process; use a recording helper (assert_equal, assert_number_close, assert_raises, "
+                "assert_true, ...)"
+                for line in unrecorded_checks(source)
+            ]
     return problems
 
 

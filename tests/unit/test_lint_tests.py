@@ -36,3 +36,20 @@ def test_flags_a_dropped_allclose_and_a_non_assertion_raise():
         "t.py:3: this statement computes a value and drops it; did you mean `assert ...`?",
         "t.py:2: test_x asserts nothing, so it can never fail",
     ]
+
+
+def test_test_cells_must_check_through_recording_helpers():
+    from tools.lint_tests import unrecorded_checks
+
+    source = (
+        "got = f(x)\n"
+        "assert got == 3, 'f(x) should be 3'\n"
+        "if got != 3:\n"
+        "    raise AssertionError('f(x) should be 3')\n"
+        "try:\n"
+        "    g(x)\n"
+        "except RuntimeError as error:\n"
+        "    raise AssertionError(f'g(x) raised {error}') from None\n"
+        "assert_equal(got, 3, name='f(x)')\n"
+    )
+    assert unrecorded_checks(source) == [2, 4], "bare asserts and check-style raises are flagged, an except's raise is not"
