@@ -2,7 +2,6 @@
 
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbformat import NotebookNode
-from nbformat.v4 import new_code_cell
 from nbgrader.converters import Autograde, GenerateAssignment
 from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades, NbGraderPreprocessor
 
@@ -80,15 +79,16 @@ class RedactFeedback(NbGraderPreprocessor):
 class ExecuteAnnouncingTestCells(Execute):
     """nbgrader's Execute, which first tells the kernel which graded test cell comes next
     (`course_lib.grading.begin_checks`), so that the checks recorded while grading can be
-    matched, cell by cell, with the instructor's run (tools/verdicts.py). The announcement runs
-    as a cell of its own, outside the notebook: the learner's cells are not changed."""
+    matched, cell by cell, with the instructor's run (tools/verdicts.py). The announcement is a
+    silent execution outside the notebook: no cell, no output, no execution count."""
 
-    def preprocess_cell(self, cell, resources, index):
+    async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
-            announce = new_code_cell(f'__import__("course_lib.grading", fromlist=["_"]).begin_checks({meta["grade_id"]!r})')
-            self.execute_cell(announce, index, store_history=False)
-        return super().preprocess_cell(cell, resources, index)
+            code = f'__import__("course_lib.grading", fromlist=["_"]).begin_checks({meta["grade_id"]!r})'
+            msg_id = self.kc.execute(code, silent=True, store_history=False)  # no output, no execution count
+            await self.async_wait_for_reply(msg_id)
+        return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
 
 
 c.CourseDirectory.course_id = "llm-internals"

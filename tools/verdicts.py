@@ -63,9 +63,12 @@ def announcing_client(nb, **kwargs):
 
     class AnnouncingClient(NotebookClient):
         async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
-            if is_test_cell(cell):
-                announce = nbformat.v4.new_code_cell(ANNOUNCE.format(nbgrader_meta(cell)["grade_id"]))
-                await super().async_execute_cell(announce, cell_index, store_history=False)
+            if is_test_cell(cell):  # silent: no output, no execution count
+                msg_id = self.kc.execute(ANNOUNCE.format(nbgrader_meta(cell)["grade_id"]), silent=True,
+                                         store_history=False)
+                reply = await self.async_wait_for_reply(msg_id)
+                if reply is None or reply["content"]["status"] != "ok":
+                    raise RuntimeError(f"announcing a test cell to the kernel failed: {reply}")
             return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
 
     return AnnouncingClient(nb, **kwargs)
