@@ -27,6 +27,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from types import (
     BuiltinFunctionType,
     CodeType,
@@ -34,7 +35,6 @@ from types import (
     MethodDescriptorType,
     WrapperDescriptorType,
 )
-from pathlib import Path
 from typing import Any
 
 import torch

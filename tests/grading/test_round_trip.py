@@ -272,7 +272,8 @@ class RoundTripCheats(RoundTrip):
         size = sum(f.stat().st_size for f in printed.rglob("*") if f.is_file())
         assert size < 50 * 2**20, f"the 500 MB print left {size / 2**20:.0f} MiB in autograded/"
         honest = graded["results"]["policy-off-zz-honest-classmate"]
-        assert honest.auto_score == graded["expected"]["policy-off-zz-honest-classmate"] and honest.flags == [], honest
+        assert honest.auto_score == graded["expected"]["policy-off-zz-honest-classmate"], honest
+        assert honest.flags == [], honest
 
     def test_feedback_for_every_submission_leaks_no_hidden_test_and_grades_export(self, graded):
         if "zz-honest-classmate" not in graded["expected"]:

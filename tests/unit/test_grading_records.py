@@ -54,9 +54,13 @@ def test_values_survive_encoding_with_their_exact_types():
     tensors = {}
     decoded = decode_value(encode_value(value, tensors), tensors)
     assert decoded.keys() == value.keys()
-    assert decoded["ids"] == [1, 2, 3] and type(decoded["pair"]) is tuple and decoded["pair"] == (b"a", b"b")
-    assert decoded["none"] is None and decoded["flag"] is True
-    assert math.isnan(decoded["nan"]) and decoded["inf"] == -math.inf
+    assert decoded["ids"] == [1, 2, 3]
+    assert type(decoded["pair"]) is tuple
+    assert decoded["pair"] == (b"a", b"b")
+    assert decoded["none"] is None
+    assert decoded["flag"] is True
+    assert math.isnan(decoded["nan"])
+    assert decoded["inf"] == -math.inf
     assert torch.equal(decoded["t"], value["t"])
 
 
@@ -71,8 +75,10 @@ def test_a_shape_check_on_a_non_tensor_is_replayed_as_a_failure(recording):
 def test_objects_of_other_types_are_recorded_as_opaque_and_equal_nothing():
     tensors = {}
     decoded = decode_value(encode_value([AlwaysEqual(), 3], tensors), tensors)
-    assert isinstance(decoded[0], Opaque) and decoded[1] == 3
-    assert decoded[0] != decoded[0] and not (decoded[0] == 3)
+    assert isinstance(decoded[0], Opaque)
+    assert decoded[1] == 3
+    assert decoded[0] != decoded[0]
+    assert not (decoded[0] == 3)
     assert "AlwaysEqual" in repr(decoded[0])
 
 
@@ -82,7 +88,8 @@ def test_an_always_equal_answer_passes_in_process_but_fails_the_replay(recording
     assert_sequence_equal(fake, [5, 7], name="merge([1, 2], (1, 2), 5)")  # fooled here...
     (record,) = read_records(recording)
     message = replay_check(record["kind"], record["actual"], record["expected"], record["options"])
-    assert message is not None and "merge([1, 2], (1, 2), 5)" in message  # ...not in the replay
+    assert message is not None
+    assert "merge([1, 2], (1, 2), 5)" in message
 
 
 def test_checks_are_recorded_only_inside_an_announced_cell_and_only_when_asked(tmp_path, monkeypatch):
@@ -101,7 +108,8 @@ def test_checks_are_recorded_only_inside_an_announced_cell_and_only_when_asked(t
     records = read_records(tmp_path)
     assert [(r["cell"], r["index"], r["kind"]) for r in records] == [
         ("softmax_visible", 0, "close"), ("softmax_hidden", 0, "shape")]
-    assert records[0]["options"]["atol"] == 0.5 and records[0]["options"]["name"] == "ones"
+    assert records[0]["options"]["atol"] == 0.5
+    assert records[0]["options"]["name"] == "ones"
     monkeypatch.setattr(grading, "_recorder", None)
 
 
@@ -110,10 +118,11 @@ def test_a_failing_check_is_recorded_before_it_raises(recording):
     with pytest.raises(AssertionError, match="expected 0.5, got 0.75"):
         assert_number_close(0.75, 0.5, name="p")
     (record,) = read_records(recording)
-    assert record["actual"] == 0.75 and record["expected"] == 0.5
+    assert record["actual"] == 0.75
+    assert record["expected"] == 0.5
 
 
-@pytest.mark.parametrize("check, args, wrong", [
+@pytest.mark.parametrize(("check", "args", "wrong"), [
     ("close", (torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0])), torch.tensor([1.0, 2.5])),
     ("shape", (torch.tensor([2, 3]), [2, 3]), torch.tensor([3, 2])),
     ("sequence", ([1, 2, 3], [1, 2, 3]), [1, 2]),
@@ -126,7 +135,8 @@ def test_replay_passes_the_right_value_and_fails_a_wrong_one(check, args, wrong)
     options = {"message": "the property"} if check == "true" else {"name": "x"}
     assert replay_check(check, args[0], args[1], options) is None
     message = replay_check(check, wrong, args[1], options)
-    assert message and ("the property" in message if check == "true" else message.startswith("x"))
+    assert message
+    assert ("the property" in message if check == "true" else message.startswith("x"))
 
 
 def test_assert_equal_is_strict_about_types_and_never_calls_a_learners_eq():
@@ -188,12 +198,14 @@ def test_compare_fails_missing_extra_and_reordered_checks():
 def test_compare_judges_with_the_references_options_and_message():
     loose = [_record("a", "number", 1.5, 1.0, name="renamed", atol=10.0), *REFERENCE[1:]]  # options from the kernel
     failure, _ = verdicts.compare(REFERENCE, loose)["a"]
-    assert failure is not None and failure.startswith("first: expected 1, got 1.5")
+    assert failure is not None
+    assert failure.startswith("first: expected 1, got 1.5")
 
 
 def test_other_inputs_are_judged_against_the_learners_expected_value_and_noted():
     drifted = [_record("a", "number", 5.0, 5.0), *REFERENCE[1:]]  # right answer to other inputs
     failure, notes = verdicts.compare(REFERENCE, drifted)["a"]
-    assert failure is None and "other inputs than the reference run" in notes[0]
+    assert failure is None
+    assert "other inputs than the reference run" in notes[0]
     drifted_and_wrong = [_record("a", "number", 4.0, 5.0), *REFERENCE[1:]]
     assert verdicts.compare(REFERENCE, drifted_and_wrong)["a"][0] is not None
