@@ -1,5 +1,6 @@
 """nbgrader configuration for the course. Run nbgrader from the repository root."""
 
+from nbclient.util import run_sync
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbformat import NotebookNode
 from nbgrader.converters import Autograde, GenerateAssignment
@@ -82,13 +83,16 @@ class ExecuteAnnouncingTestCells(Execute):
     matched, cell by cell, with the instructor's run (tools/verdicts.py). The announcement is a
     silent execution outside the notebook: no cell, no output, no execution count."""
 
-    async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
+    def preprocess_cell(self, cell, resources, index):
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
-            code = f'__import__("course_lib.grading", fromlist=["_"]).begin_checks({meta["grade_id"]!r})'
-            msg_id = self.kc.execute(code, silent=True, store_history=False)  # no output, no execution count
-            await self.async_wait_for_reply(msg_id)
-        return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+            run_sync(self._announce)(meta["grade_id"])
+        return super().preprocess_cell(cell, resources, index)
+
+    async def _announce(self, grade_id):
+        code = f'__import__("course_lib.grading", fromlist=["_"]).begin_checks({grade_id!r})'
+        msg_id = self.kc.execute(code, silent=True, store_history=False)  # no output, no execution count
+        await self.async_wait_for_reply(msg_id)
 
 
 c.CourseDirectory.course_id = "llm-internals"
