@@ -18,7 +18,10 @@ Why not plain `nbgrader autograde`:
   by a `raise`: it scores 0 and is reported with every violation by name;
 - the kernel's verdicts are not trusted: each check is recorded while it runs, replayed here
   against the instructor's run of the solution (tools/verdicts.py), and a cell that passed in
-  the kernel but fails here scores 0 and is flagged.
+  the kernel but fails here scores 0 and is flagged;
+- what the sandbox stopped (memory beyond its limit, refused files, output past the limit,
+  processes left running) only shows as a 0, so it is read back from the graded notebook and
+  the process tree and flagged too.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -203,6 +207,62 @@ def _kill_tree(process: subprocess.Popen) -> None:
     psutil.wait_procs(family, timeout=10)
 
 
+class ProcessWatch(threading.Thread):
+    """Samples the process tree of one grading run, to see what the submission started.
+
+    The tree is nbgrader, the sandbox launcher (bwrap, and bwrap again as the namespace's first
+    process) and the kernel, the oldest `ipykernel_launcher` under its parent. Anything else was
+    started by the submission's code: forked workers, a double-forked daemon (which the
+    namespace's first process adopts). `left_running` holds those alive in the last sample in
+    which the kernel was, that is, still running when the notebook finished: the sandbox kills
+    them with the kernel, and the grader reports them. Short-lived helpers (matplotlib's
+    `fc-list`, say) are gone by then."""
+
+    def __init__(self, pid: int, interval: float = 0.2):
+        super().__init__(daemon=True)
+        self.pid, self.interval = pid, interval
+        self.left_running: list[str] = []
+        self._finished = threading.Event()
+
+    def run(self) -> None:
+        while not self._finished.wait(self.interval):
+            try:
+                tree = psutil.Process(self.pid).children(recursive=True)
+            except psutil.NoSuchProcess:
+                return
+            kernels, extras = self.classify(tree)
+            if kernels:
+                self.left_running = extras
+
+    @staticmethod
+    def classify(tree: list[psutil.Process]) -> tuple[list[str], list[str]]:
+        """(kernels, others) of a process tree, each as "pid command"."""
+        info = {}
+        for p in tree:
+            try:
+                info[p.pid] = (p.ppid(), p.create_time(), p.name(), " ".join(p.cmdline()))
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        oldest: dict[int, tuple[float, int]] = {}
+        launched = {pid for pid, (_, _, name, cmdline) in info.items()  # bwrap's command line names it too
+                    if name != "bwrap" and "ipykernel_launcher" in cmdline}
+        for pid in launched:
+            ppid, created = info[pid][:2]
+            if ppid not in launched and (created, pid) < oldest.get(ppid, (float("inf"), 0)):
+                oldest[ppid] = (created, pid)
+        kernel_pids = {pid for _, pid in oldest.values()}
+        describe = {pid: f"pid {pid}: " + ("a fork of the kernel" if pid in launched and pid not in kernel_pids
+                                           else " ".join(cmdline.split())[:80])
+                    for pid, (_, _, _, cmdline) in info.items()}
+        kernels = [describe[pid] for pid in kernel_pids]
+        others = [describe[pid] for pid, (_, _, name, _) in info.items() if pid not in kernel_pids and name != "bwrap"]
+        return kernels, others
+
+    def stop(self) -> None:
+        self._finished.set()
+        self.join()
+
+
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # nbgrader calls `alembic`
@@ -217,9 +277,10 @@ def nbgrader(root: Path, *args: str, timeout: float | None = None) -> subprocess
 
 
 def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_timeout: float | None,
-                  use_sandbox: bool = True, runtime: Path | None = None) -> tuple[str, float, str]:
+                  use_sandbox: bool = True, runtime: Path | None = None) -> tuple[str, float, str, list[str]]:
     """Run nbgrader autograde on one staged submission; the kernel records its checks in
-    <runtime>/checks (a fresh folder from sandbox.short_runtime_dir() if not given)."""
+    <runtime>/checks (a fresh folder from sandbox.short_runtime_dir() if not given). Returns the
+    status, the seconds, nbgrader's log and the processes the submission left running."""
     args = [sys.executable, "-m", "nbgrader", "autograde", lesson, "--student", student, "--force",
             f"--CourseDirectory.submitted_directory={STAGING}"]
     if cell_timeout is not None:
@@ -227,6 +288,7 @@ def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_t
     env = _env()
     runtime = runtime or sandbox.short_runtime_dir()
     env[RECORD_ENV] = str(runtime / "checks")  # the checks' records (tools/verdicts.py)
+    env[sandbox.GRADING_ENV] = "1"  # the sandbox sets it too; this is for --no-sandbox
     if use_sandbox:
         kernels = sandbox.write_kernel_spec(root / ".grading" / "jupyter")
         env["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(kernels), env.get("JUPYTER_PATH")) if p)
@@ -238,17 +300,75 @@ def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_t
     with tempfile.TemporaryFile(mode="w+") as log_file:
         process = subprocess.Popen(args, cwd=root, env=env, stdout=log_file, stderr=subprocess.STDOUT,
                                    text=True, start_new_session=True)
+        watch = ProcessWatch(process.pid)
+        watch.start()
         try:
             process.wait(timeout=deadline)
             status = "graded"
         except subprocess.TimeoutExpired:
             status = "did not finish"
+        watch.stop()
         _kill_tree(process)  # the kernel too, and whatever it started
         log_file.seek(0)
         log = log_file.read()
     if status == "graded" and (process.returncode != 0 or "There was an error processing" in log):
         status = "autograde error"
-    return status, time.perf_counter() - start, log
+    return status, time.perf_counter() - start, log, watch.left_running
+
+
+# What the sandbox stops leaves traces in the graded notebook: (reason, test on an output).
+MEMORY_ERRORS = ("MemoryError",)
+FILE_ERRORS = ("PermissionError", "FileNotFoundError", "IsADirectoryError", "NotADirectoryError")
+OUTPUT_CUT = "[output cut by the grader"
+
+
+def _output_text(output) -> str:
+    if output.output_type == "stream":
+        return output.get("text", "")
+    if output.output_type == "error":
+        return f"{output.get('ename', '')}: {output.get('evalue', '')}"
+    return "\n".join(v for v in output.get("data", {}).values() if isinstance(v, str))
+
+
+def contained_flags(notebook: Path, processes_left: list[str]) -> list[str]:
+    """What the sandbox stopped in one graded notebook, for the instructor to review: memory
+    beyond its limit, files it does not provide or lets no one write, output past the grader's
+    limit, and processes still running when the notebook finished (which it killed). None of
+    these happen in an honest answer run as the course intends."""
+    try:
+        nb = nbformat.read(notebook, as_version=4)
+    except Exception:  # reported by the gradebook's own error, if any
+        return []
+    found: dict[str, list[str]] = {"memory": [], "files": [], "output": []}
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        name = cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index}"
+        for output in cell.get("outputs", []):
+            text = _output_text(output)
+            if output.output_type == "error":
+                ename, evalue = output.get("ename", ""), str(output.get("evalue", ""))
+                if ename in MEMORY_ERRORS or "allocate memory" in evalue:
+                    found["memory"].append(f"{name} ({ename}: {evalue[:80]})")
+                elif ename in FILE_ERRORS or "Read-only file system" in evalue or "Operation not permitted" in evalue:
+                    found["files"].append(f"{name} ({ename}: {evalue[:80]})")
+            if OUTPUT_CUT in text:
+                found["output"].append(name)
+    limit = sandbox.LIMITS
+    flags = []
+    if found["memory"]:
+        flags.append(f"ran out of memory (the sandbox allows {limit['MEMORY_BYTES'] / 2**30:g} GiB) in "
+                     f"{'; '.join(found['memory'][:3])}: review by hand")
+    if found["files"]:
+        flags.append(f"reached for a file or a permission the sandbox does not give in "
+                     f"{'; '.join(found['files'][:3])}: review by hand")
+    if found["output"]:
+        flags.append(f"printed more than {limit['OUTPUT_CHARS']:,} characters, and the grader cut its output in "
+                     f"{', '.join(dict.fromkeys(found['output']))}: review by hand")
+    if processes_left:
+        flags.append(f"left {len(processes_left)} process(es) running when its notebook finished, which the "
+                     f"sandbox killed ({processes_left[0]}): review by hand")
+    return flags
 
 
 def learner_records(runtime: Path) -> list[dict] | str:
@@ -371,13 +491,18 @@ def autograde(
             flags += stage_submission(root, lesson, student, protected, enforce_policy)
             runtime = sandbox.short_runtime_dir()
             try:
-                status, seconds, log = run_autograde(root, lesson, student, deadline, cell_timeout, use_sandbox,
-                                                     runtime)
+                status, seconds, log, processes_left = run_autograde(root, lesson, student, deadline, cell_timeout,
+                                                                     use_sandbox, runtime)
                 if status != "graded":
                     _forget(root, lesson, student)
                     flags.append(_failure_reason(status, deadline, log))
+                    if processes_left:
+                        flags.append(f"left {len(processes_left)} process(es) running ({processes_left[0]})")
                 else:
                     flags += replay_verdicts(root, lesson, student, reference, runtime)
+                    for notebook in sorted((root / "autograded" / student / lesson).glob("*.ipynb")):
+                        flags += contained_flags(notebook, processes_left)
+                        processes_left = []  # said once
             finally:
                 staged = root / STAGING / student / lesson
                 _make_writable(staged)

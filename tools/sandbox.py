@@ -43,6 +43,9 @@ LIMITS = {  # (soft = hard) per kernel; override with LLM_SANDBOX_<NAME> environ
 SANDBOX_UID = 65534
 OUTPUT_LIMIT_MODULE = Path(__file__).resolve().parent / "kernel_output_limit.py"
 RUNTIME_MARKER = ".sandbox-runtime"
+# Set to "1" in every grading kernel: a notebook may shorten a demo that earns no points (lesson
+# 07's live training), since the grader re-runs it for every submission.
+GRADING_ENV = "COURSE_GRADING"
 
 
 def runtime_dir(path: Path) -> Path:
@@ -132,7 +135,7 @@ def bwrap_command(connection_file: Path, bwrap: str = "bwrap", as_root: bool | N
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
            "MPLCONFIGDIR": "/tmp", "PYTHONNOUSERSITE": "1", "COURSE_DATA_DIR": str(_data_dir()),
            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONPATH": "/opt/grading",
-           "LLM_SANDBOX_OUTPUT_CHARS": str(_limit("OUTPUT_CHARS"))}
+           "LLM_SANDBOX_OUTPUT_CHARS": str(_limit("OUTPUT_CHARS")), GRADING_ENV: "1"}
     record = os.environ.get("COURSE_GRADING_RECORD")  # where the checks are recorded (tools/verdicts.py)
     if record and Path(record).resolve().is_relative_to(runtime):
         env["COURSE_GRADING_RECORD"] = str(Path(record).resolve())

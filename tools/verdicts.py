@@ -111,8 +111,9 @@ def run_reference(solution: Path, folder: Path, use_sandbox: bool = True, timeou
     runtime = sandbox.short_runtime_dir()
     record = runtime / "checks"
     nb = nbformat.read(solution, as_version=4)
-    saved = {k: os.environ.get(k) for k in (RECORD_ENV, "JUPYTER_PATH")}
+    saved = {k: os.environ.get(k) for k in (RECORD_ENV, "JUPYTER_PATH", sandbox.GRADING_ENV)}
     os.environ[RECORD_ENV] = str(record)
+    os.environ[sandbox.GRADING_ENV] = "1"  # run as a submission is graded (tools/sandbox.py)
     try:
         if use_sandbox:
             kernels = sandbox.write_kernel_spec(runtime.parent / f"{runtime.name}-jupyter")

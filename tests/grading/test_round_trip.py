@@ -44,19 +44,61 @@ def _strip_volatile(nb) -> dict:
     return data
 
 
-# Each lesson is graded in two halves, each in its own course directory, so that pytest-xdist
-# (--dist loadscope) can give the halves of a slow lesson to different workers.
-HONEST, CHEATS = "honest", "cheats"
+# Each lesson is graded in parts, each in its own course directory, so that pytest-xdist
+# (--dist loadscope) can give the parts of a slow lesson to different workers. The first lesson
+# has two more parts: the hostile batch and the same attacks with the answer policy off.
+HONEST, CHEATS, HOSTILE, POLICY_OFF = "honest", "cheats", "hostile", "policy-off"
+PARTS = (HONEST, CHEATS, HOSTILE, POLICY_OFF)
+
+
+def _batches(half, lesson, root, solution, student) -> list[tuple[dict, dict]]:
+    """The submissions of one part, as batches of ({name: (notebook, expected points)},
+    keyword arguments of ag.autograde), graded in order; within a batch, in name order.
+
+    HONEST: the solution, full marks; the untouched student version, 0. CHEATS: the forbidden
+    references called with the test cells edited, the visible points only; on the first lesson
+    also hidden tests deleted (the visible points) and a runaway loop (0). Deleting and the
+    runaway test the grader, not the lesson, so they run once: each costs a full execution of
+    the notebook, and CI time is bounded. HOSTILE and POLICY_OFF (first lesson): attacks, each
+    0, then an honest classmate with full marks."""
+    all_points = subs.points(solution, subs.is_test_cell)
+    visible_points = all_points - subs.points(solution, subs.is_hidden_test_cell)
+    batch = {"deadline": 600}
+    if half == HONEST:
+        return [({"solution": (solution, all_points), "untouched-student": (student, 0.0)}, batch)]
+    if half == CHEATS:
+        # The cheats share a submission: answers that call the forbidden reference also have
+        # their test cells replaced by `pass`. Restored tests and forbidden calls together leave
+        # exactly the visible points.
+        if lesson in subs.FORBIDDEN_ANSWERS:
+            cheat = subs.with_edited_tests(subs.with_forbidden_answers(student, subs.FORBIDDEN_ANSWERS[lesson]))
+            batches = [({EDITS: (cheat, visible_points)}, batch)]
+        else:
+            batches = [({EDITS: (subs.with_edited_tests(student), 0.0)}, batch)]
+        if lesson == LESSONS[0]:
+            batches[0][0]["deletes-hidden-tests"] = (subs.with_hidden_tests_deleted(solution), visible_points)
+            batches.append(({"never-finishes": (subs.never_finishing(solution), 0.0)}, {"deadline": LOOP_DEADLINE_S}))
+        return batches
+    attacks = {}
+    if half == HOSTILE:
+        for attack, source in subs.HOSTILE_ANSWERS.items():
+            attacks[f"hostile-{attack}"] = source
+        if SANDBOX:  # allowed by the policy; only the sandbox stops it
+            attacks["hostile-escapes-through-numpy"] = subs.escapes_through_numpy(root)
+        classmate, options = "zz-honest-classmate", batch
+    else:
+        sources = {**{a: subs.HOSTILE_ANSWERS[a] for a in REPLAY_ATTACKS}, **(subs.SANDBOX_ATTACKS if SANDBOX else {})}
+        attacks = {f"policy-off-{a}": source for a, source in sources.items()}
+        classmate, options = "policy-off-zz-honest-classmate", {"deadline": 120, "enforce_policy": False}
+    submissions = {name: (subs.with_answer(student, "softmax_answer", source), 0.0) for name, source in attacks.items()}
+    submissions[classmate] = (solution, all_points)  # graded after every attack (name order)
+    return [(submissions, options)]
 
 
 @pytest.fixture(scope="class")
 def graded(request, tmp_path_factory):
-    """A course directory with one lesson released, submitted in one half of the ways, and
-    autograded: HONEST (the solution, full marks; the untouched student version, 0) or CHEATS
-    (the forbidden references called with the test cells edited: the visible points only; on the
-    first lesson also hidden tests deleted, the visible points, and a runaway loop, 0). Deleting
-    and the runaway test the grader, not the lesson, so they run once: each costs a full
-    execution of the notebook, and CI time is bounded."""
+    """A course directory with one lesson released, submitted in one part of the ways
+    (`_batches`), and autograded."""
     lesson, half = request.cls.lesson, request.cls.half
     root = tmp_path_factory.mktemp(f"course-{lesson}-{half}")
     shutil.copy(ROOT / "nbgrader_config.py", root)
@@ -69,68 +111,19 @@ def graded(request, tmp_path_factory):
     name = f"{lesson}.ipynb"
     solution = nbformat.read(root / "solutions" / lesson / name, as_version=4)
     student = nbformat.read(root / "notebooks" / lesson / name, as_version=4)
-    all_points = subs.points(solution, subs.is_test_cell)
-    visible_points = all_points - subs.points(solution, subs.is_hidden_test_cell)
-
-    if half == HONEST:
-        expected = {"solution": all_points, "untouched-student": 0.0}
-        subs.write(solution, root / "submitted" / "solution" / lesson / name)
-        subs.write(student, root / "submitted" / "untouched-student" / lesson / name)
-    else:
-        # The cheats share a submission: answers that call the forbidden reference also have
-        # their test cells replaced by `pass`. Restored tests and forbidden calls together leave
-        # exactly the visible points.
-        expected = {}
-        if lesson == LESSONS[0]:
-            expected["deletes-hidden-tests"] = visible_points
-            subs.write(subs.with_hidden_tests_deleted(solution),
-                       root / "submitted" / "deletes-hidden-tests" / lesson / name)
-        if lesson in subs.FORBIDDEN_ANSWERS:
-            cheat = subs.with_edited_tests(subs.with_forbidden_answers(student, subs.FORBIDDEN_ANSWERS[lesson]))
-            expected[EDITS] = visible_points
-        else:
-            cheat = subs.with_edited_tests(student)
-            expected[EDITS] = 0.0
-        subs.write(cheat, root / "submitted" / EDITS / lesson / name)
-    if half == CHEATS and lesson == LESSONS[0]:
-        # hostile answers (graded first, in name order), then an honest classmate after them
-        for attack, source in subs.HOSTILE_ANSWERS.items():
-            hostile = subs.with_answer(student, "softmax_answer", source)
-            subs.write(hostile, root / "submitted" / f"hostile-{attack}" / lesson / name)
-            expected[f"hostile-{attack}"] = 0.0
-        if SANDBOX:  # allowed by the policy; only the sandbox stops it
-            escape = subs.with_answer(student, "softmax_answer", subs.escapes_through_numpy(root))
-            subs.write(escape, root / "submitted" / "hostile-escapes-through-numpy" / lesson / name)
-            expected["hostile-escapes-through-numpy"] = 0.0
-        subs.write(solution, root / "submitted" / "zz-honest-classmate" / lesson / name)
-        expected["zz-honest-classmate"] = all_points
-    results = ag.autograde(root, [lesson], deadline=600, students=sorted(expected), use_sandbox=SANDBOX,
-                           reference_cache=REFERENCE_CACHE)
-    if half == CHEATS and lesson == LESSONS[0]:
-        policy_off = []
-        attacks = {**{a: subs.HOSTILE_ANSWERS[a] for a in REPLAY_ATTACKS}, **(subs.SANDBOX_ATTACKS if SANDBOX else {})}
-        for attack, source in attacks.items():
-            hostile = subs.with_answer(student, "softmax_answer", source)
-            subs.write(hostile, root / "submitted" / f"policy-off-{attack}" / lesson / name)
-            expected[f"policy-off-{attack}"] = 0.0
-            policy_off.append(f"policy-off-{attack}")
-        subs.write(solution, root / "submitted" / "policy-off-zz-honest-classmate" / lesson / name)
-        expected["policy-off-zz-honest-classmate"] = all_points
-        policy_off.append("policy-off-zz-honest-classmate")
-        results += ag.autograde(root, [lesson], deadline=120, students=policy_off, use_sandbox=SANDBOX,
-                                reference_cache=REFERENCE_CACHE, enforce_policy=False)
-
-    if half == CHEATS and lesson == LESSONS[0]:  # the runaway loop costs LOOP_DEADLINE_S; once is enough
-        subs.write(subs.never_finishing(solution), root / "submitted" / "never-finishes" / lesson / name)
-        expected["never-finishes"] = 0.0
-        results += ag.autograde(root, [lesson], deadline=LOOP_DEADLINE_S, students=["never-finishes"],
-                                use_sandbox=SANDBOX, reference_cache=REFERENCE_CACHE)
+    expected, results = {}, []
+    for submissions, options in _batches(half, lesson, root, solution, student):
+        for student_name, (notebook, points) in submissions.items():
+            subs.write(notebook, root / "submitted" / student_name / lesson / name)
+            expected[student_name] = points
+        results += ag.autograde(root, [lesson], students=sorted(submissions), use_sandbox=SANDBOX,
+                                reference_cache=REFERENCE_CACHE, **options)
 
     by_student = {r.student: r for r in results}
     TABLE_DIR.mkdir(parents=True, exist_ok=True)
     rows = [f"{lesson}\t{s}\t{e:g}\t{by_student[s].auto_score:g}\t{by_student[s].status}\t{by_student[s].seconds:.1f}"
             f"\t{'; '.join(by_student[s].flags)}" for s, e in expected.items()]
-    (TABLE_DIR / f"{lesson}-{'1' if half == HONEST else '2'}-{half}.tsv").write_text("\n".join(rows) + "\n")
+    (TABLE_DIR / f"{lesson}-{PARTS.index(half) + 1}-{half}.tsv").write_text("\n".join(rows) + "\n")
     return {"lesson": lesson, "root": root, "expected": expected, "results": by_student, "release": root / "notebooks" / lesson / name}
 
 
@@ -146,8 +139,8 @@ def _hidden_lines(root: Path, lesson: str) -> set[str]:
 
 
 class RoundTrip:
-    """What both halves check; one subclass per lesson and half, so pytest-xdist (--dist
-    loadscope) grades different lessons and halves on different workers."""
+    """What every part checks; one subclass per lesson and part, so pytest-xdist (--dist
+    loadscope) grades different lessons and parts on different workers."""
 
     lesson: str
     half: str
@@ -213,7 +206,7 @@ class RoundTripHonest(RoundTrip):
 
 
 class RoundTripCheats(RoundTrip):
-    """The checks on the cheating half of one lesson (its own course directory)."""
+    """The checks on the cheating part of one lesson (its own course directory)."""
 
     half = CHEATS
 
@@ -228,56 +221,27 @@ class RoundTripCheats(RoundTrip):
         assert deleted, "deleting hidden test cells must be reported"
         assert all(f.startswith("deleted test cell") for f in deleted), deleted
 
+    def test_runaway_submission_is_killed_and_scores_zero(self, graded):
+        if "never-finishes" not in graded["expected"]:
+            pytest.skip("the runaway loop is proven on the first lesson only")
+        result = graded["results"]["never-finishes"]
+        assert result.status == "did not finish", f"expected the deadline to kill it, got {result.status}: {result.flags}"
+        assert result.seconds < LOOP_DEADLINE_S + 20, f"killing took {result.seconds:.0f} s"
 
-    def test_hostile_answers_are_withheld_and_flagged_and_classmates_keep_full_marks(self, graded):
-        hostile = {s: r for s, r in graded["results"].items() if s.startswith("hostile-")}
-        if not hostile:
-            pytest.skip("the hostile batch runs on the first lesson only")
-        escaped = graded["root"] / "pwned-by-numpy"
-        assert not escaped.exists(), "a submission wrote into the course folder: the sandbox did not hold"
-        hostile.pop("hostile-escapes-through-numpy", None)  # the policy allows it; the sandbox stops it
-        unflagged = [s for s, r in hostile.items()
-                     if not any("withheld by the grading policy" in f for f in r.flags)]
-        assert unflagged == [], f"hostile submissions not withheld: {unflagged}"
-        honest = graded["results"]["zz-honest-classmate"]
-        assert honest.flags == [], honest.flags
-        assert honest.auto_score == graded["expected"]["zz-honest-classmate"]
 
-    def test_without_the_policy_the_replay_alone_zeroes_attacks_on_the_verdict(self, graded):
-        """Answers that fool the kernel (a patched torch.isclose, no-op assert helpers) pass there;
-        replaying their recorded checks in the grader's process must fail them and say so."""
-        policy_off = {f"policy-off-{a}": graded["results"].get(f"policy-off-{a}") for a in REPLAY_ATTACKS}
-        if not any(policy_off.values()):
-            pytest.skip("the policy-off batch runs on the first lesson only")
-        for student, result in policy_off.items():
-            assert result.auto_score == 0.0, f"{student} scored {result.auto_score}: the replay did not hold"
-            replayed = [f for f in result.flags if "failed the grader's replay" in f]
-            assert replayed, f"{student}: no cell was overturned by the replay: {result.flags}"
+class RoundTripAttacks(RoundTrip):
+    """What both attack parts of the first lesson check."""
 
-    def test_attacks_on_the_machine_and_the_batch_are_contained(self, graded):
-        """With the policy off, only the sandbox and the grader stand between these and the
-        machine: each scores 0, leaves no process behind, and the classmate graded after them
-        keeps full marks."""
-        attacks = {a: graded["results"].get(f"policy-off-{a}") for a in subs.SANDBOX_ATTACKS}
-        if not any(attacks.values()):
-            pytest.skip("the sandbox attacks run on the first lesson only, with bwrap")
-        for attack, result in attacks.items():
-            assert result.auto_score == 0.0, f"{attack}: scored {result.auto_score}"
-            assert result.seconds < 60, f"{attack}: grading took {result.seconds:.0f} s"
-        assert attacks["stdout-holding-daemon"].status == "graded", attacks["stdout-holding-daemon"].flags
-        leftovers = [p.info["cmdline"] for p in psutil.process_iter(["cmdline"])
-                     if any(str(graded["root"]) in part for part in (p.info["cmdline"] or []))]
-        assert leftovers == [], f"processes of the graded kernels survived: {leftovers[:3]}"
-        printed = graded["root"] / "autograded" / "policy-off-prints-500-mb" / graded["lesson"]
-        size = sum(f.stat().st_size for f in printed.rglob("*") if f.is_file())
-        assert size < 50 * 2**20, f"the 500 MB print left {size / 2**20:.0f} MiB in autograded/"
-        honest = graded["results"]["policy-off-zz-honest-classmate"]
-        assert honest.auto_score == graded["expected"]["policy-off-zz-honest-classmate"], honest
-        assert honest.flags == [], honest
+    classmate: str
+
+    def test_every_attack_is_flagged_with_a_reason_and_the_classmate_after_them_is_not(self, graded):
+        unflagged = [s for s, r in graded["results"].items() if s != self.classmate and not r.flags]
+        assert unflagged == [], f"attacks graded without a flag for the instructor: {unflagged}"
+        honest = graded["results"][self.classmate]
+        assert honest.flags == [], f"{self.classmate} should raise no flag, got {honest.flags}"
+        assert honest.auto_score == graded["expected"][self.classmate], honest
 
     def test_feedback_for_every_submission_leaks_no_hidden_test_and_grades_export(self, graded):
-        if "zz-honest-classmate" not in graded["expected"]:
-            pytest.skip("the hostile batch runs on the first lesson only")
         from tools import feedback
 
         root, lesson = graded["root"], graded["lesson"]
@@ -293,15 +257,71 @@ class RoundTripCheats(RoundTrip):
         assert feedback.main([lesson, "--root", str(root)]) == 0
         assert (root / "grades.csv").exists()
 
-    def test_runaway_submission_is_killed_and_scores_zero(self, graded):
-        if "never-finishes" not in graded["expected"]:
-            pytest.skip("the runaway loop is proven on the first lesson only")
-        result = graded["results"]["never-finishes"]
-        assert result.status == "did not finish", f"expected the deadline to kill it, got {result.status}: {result.flags}"
-        assert result.seconds < LOOP_DEADLINE_S + 20, f"killing took {result.seconds:.0f} s"
+
+class RoundTripHostile(RoundTripAttacks):
+    """Hostile answers under the full protection (first lesson only)."""
+
+    half = HOSTILE
+    classmate = "zz-honest-classmate"
+
+    def test_hostile_answers_are_withheld_by_the_policy(self, graded):
+        hostile = {s: r for s, r in graded["results"].items() if s.startswith("hostile-")}
+        assert set(hostile) >= {f"hostile-{a}" for a in subs.HOSTILE_ANSWERS}, sorted(hostile)
+        escape = hostile.pop("hostile-escapes-through-numpy", None)  # the policy allows it; the sandbox stops it
+        unflagged = [s for s, r in hostile.items()
+                     if not any("withheld by the grading policy" in f for f in r.flags)]
+        assert unflagged == [], f"hostile submissions not withheld: {unflagged}"
+        if escape is not None:
+            assert not (graded["root"] / "pwned-by-numpy").exists(), \
+                "a submission wrote into the course folder: the sandbox did not hold"
+            assert any(f.startswith("reached for a file") for f in escape.flags), \
+                f"the refused write should be flagged, got {escape.flags}"
+
+
+class RoundTripPolicyOff(RoundTripAttacks):
+    """The same attacks with the answer policy off (first lesson only): the other layers alone."""
+
+    half = POLICY_OFF
+    classmate = "policy-off-zz-honest-classmate"
+
+    def test_without_the_policy_the_replay_alone_zeroes_attacks_on_the_verdict(self, graded):
+        """Answers that fool the kernel (a patched torch.isclose, no-op assert helpers) pass there;
+        replaying their recorded checks in the grader's process must fail them and say so."""
+        for attack in REPLAY_ATTACKS:
+            result = graded["results"][f"policy-off-{attack}"]
+            assert result.auto_score == 0.0, f"{attack} scored {result.auto_score}: the replay did not hold"
+            replayed = [f for f in result.flags if "failed the grader's replay" in f]
+            assert replayed, f"{attack}: no cell was overturned by the replay: {result.flags}"
+
+    def test_attacks_on_the_machine_and_the_batch_are_contained_and_flagged(self, graded):
+        """With the policy off, only the sandbox and the grader stand between these and the
+        machine: each scores 0, is flagged for what the sandbox stopped, and leaves no process
+        behind."""
+        if not SANDBOX:
+            pytest.skip("the sandbox attacks need bwrap")
+        attacks = {a: graded["results"][f"policy-off-{a}"] for a in subs.SANDBOX_ATTACKS}
+        for attack, result in attacks.items():
+            assert result.auto_score == 0.0, f"{attack}: scored {result.auto_score}"
+            assert result.seconds < 60, f"{attack}: grading took {result.seconds:.0f} s"
+        assert attacks["stdout-holding-daemon"].status == "graded", attacks["stdout-holding-daemon"].flags
+        for attack, expected_flag in (("stdout-holding-daemon", "left "),
+                                      ("allocates-18-gb", "ran out of memory"),
+                                      ("prints-500-mb", "printed more than"),
+                                      ("kills-every-process", "the kernel died")):
+            flags = attacks[attack].flags
+            assert any(f.startswith(expected_flag) for f in flags), f"{attack}: expected a flag '{expected_flag}…', got {flags}"
+        leftovers = [p.info["cmdline"] for p in psutil.process_iter(["cmdline"])
+                     if any(str(graded["root"]) in part for part in (p.info["cmdline"] or []))]
+        assert leftovers == [], f"processes of the graded kernels survived: {leftovers[:3]}"
+        printed = graded["root"] / "autograded" / "policy-off-prints-500-mb" / graded["lesson"]
+        size = sum(f.stat().st_size for f in printed.rglob("*") if f.is_file())
+        assert size < 50 * 2**20, f"the 500 MB print left {size / 2**20:.0f} MiB in autograded/"
 
 
 for _lesson in LESSONS:
     globals()[f"TestRoundTrip_{_lesson}"] = type(f"TestRoundTrip_{_lesson}", (RoundTripHonest,), {"lesson": _lesson})
     globals()[f"TestRoundTripCheats_{_lesson}"] = type(f"TestRoundTripCheats_{_lesson}", (RoundTripCheats,),
                                                         {"lesson": _lesson})
+# The attack parts test the grader, not a lesson: they run on the first lesson only.
+TestRoundTripHostile = type("TestRoundTripHostile", (RoundTripHostile,), {"lesson": LESSONS[0]})
+TestRoundTripPolicyOff = type("TestRoundTripPolicyOff", (RoundTripPolicyOff,), {"lesson": LESSONS[0]})

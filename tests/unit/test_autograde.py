@@ -139,3 +139,80 @@ def test_staged_copy_withholds_a_violating_answer_and_leaves_submitted_unchanged
     assert not staged.stat().st_mode & 0o222, "the staged copy must be read-only"
     assert submitted.read_bytes() == original, "submitted/ is never changed"
     ag._make_writable(tmp_path / ag.STAGING)
+
+
+def _graded(path, outputs_by_cell):
+    """A graded notebook whose code cells carry the given outputs."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    for source, outputs in outputs_by_cell:
+        cell = nbformat.v4.new_code_cell(source)
+        cell.outputs = [nbformat.from_dict(o) for o in outputs]
+        nb.cells.append(cell)
+    nbformat.write(nb, path)
+    return path
+
+
+def _error(ename, evalue):
+    return {"output_type": "error", "ename": ename, "evalue": evalue, "traceback": []}
+
+
+def test_what_the_sandbox_stopped_is_flagged_by_kind(tmp_path):
+    graded = _graded(tmp_path / "graded.ipynb", [
+        ("hoard = torch.empty(18 * 2**30)", [_error(
+            "RuntimeError", "[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory")]),
+        ("x = bytearray(10**12)", [_error("MemoryError", "")]),
+        ("np.array([1]).tofile('/course/pwned')", [_error("FileNotFoundError", "[Errno 2] No such file")]),
+        ("print('x' * 10**9)", [{"output_type": "stream", "name": "stdout",
+                                  "text": "xxxx\n[output cut by the grader after 16,777,216 characters]\n"}]),
+    ])
+    flags = ag.contained_flags(graded, ["4321 python -m ipykernel_launcher -f k.json"])
+    assert len(flags) == 4, flags
+    memory, files, output, processes = flags
+    assert memory.startswith("ran out of memory"), memory
+    assert all(f"cell {i}" in memory for i in (0, 1)), f"both out-of-memory cells should be named: {memory}"
+    assert files.startswith("reached for a file"), files
+    assert "cell 2" in files, files
+    assert "FileNotFoundError" in files, files
+    assert output.startswith("printed more than"), output
+    assert "cell 3" in output, output
+    assert processes.startswith("left 1 process(es) running"), processes
+    assert "4321" in processes, processes
+
+
+def test_failing_answers_and_tests_are_not_mistaken_for_contained_attacks(tmp_path):
+    """An unanswered or wrong submission fails with ordinary errors: no flag."""
+    graded = _graded(tmp_path / "graded.ipynb", [
+        ("def f(x):\n    raise NotImplementedError()", []),
+        ("f(1)", [_error("NotImplementedError", "")]),
+        ("assert_equal(f(1), 2)", [_error("AssertionError", "f(1): expected 2, got 3")]),
+        ("print('done')", [{"output_type": "stream", "name": "stdout", "text": "done\n"}]),
+    ])
+    assert ag.contained_flags(graded, []) == []
+
+
+def test_process_watch_sees_what_the_kernel_left_running_but_not_the_kernel():
+    """A stand-in for nbgrader starts a stand-in kernel, which forks a child that keeps running."""
+    kernel = ("import os, sys, time\n"
+              "child = os.fork()\n"
+              "if child == 0:\n"
+              "    time.sleep(60)\n"
+              "print(os.getpid(), child, flush=True)\n"
+              "time.sleep(60)\n")
+    nbgrader = ("import subprocess, sys\n"
+                f"subprocess.run([sys.executable, '-c', {kernel!r}, 'ipykernel_launcher'])\n")
+    parent = subprocess.Popen([sys.executable, "-c", nbgrader], stdout=subprocess.PIPE, text=True)
+    try:
+        kernel_pid, child_pid = map(int, parent.stdout.readline().split())
+        watch = ag.ProcessWatch(parent.pid, interval=0.05)
+        watch.start()
+        time.sleep(0.5)
+        kernels, others = ag.ProcessWatch.classify(psutil.Process(parent.pid).children(recursive=True))
+        watch.stop()
+    finally:
+        ag._kill_tree(parent)
+        parent.wait(timeout=10)
+    assert [k.split(":")[0] for k in kernels] == [f"pid {kernel_pid}"], f"the kernel is pid {kernel_pid}, got {kernels}"
+    assert [o.split(":")[0] for o in others] == [f"pid {child_pid}"], f"the forked child is pid {child_pid}, got {others}"
+    assert watch.left_running == others, f"the watch saw {watch.left_running}, expected the forked child {others}"
