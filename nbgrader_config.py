@@ -90,8 +90,9 @@ class ExecuteAnnouncingTestCells(Execute):
         return super().preprocess_cell(cell, resources, index)
 
     async def _announce(self, grade_id):
-        code = f'__import__("course_lib.grading", fromlist=["_"]).begin_checks({grade_id!r})'
-        msg_id = self.kc.execute(code, silent=True, store_history=False)  # no output, no execution count
+        from course_lib.grading import announcement
+
+        msg_id = self.kc.execute(announcement(grade_id), silent=True, store_history=False)  # no output, no count
         await self.async_wait_for_reply(msg_id)
 
 

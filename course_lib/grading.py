@@ -282,6 +282,12 @@ class _Recorder:
 _recorder: _Recorder | None = None
 
 
+def announcement(cell: str) -> str:
+    """The code a grader runs in the kernel (silently, outside the notebook) before the graded
+    test cell `cell`: nbgrader_config.py while grading, tools/verdicts.py for the reference."""
+    return f'__import__("course_lib.grading", fromlist=["_"]).begin_checks({cell!r})'
+
+
 def begin_checks(cell: str) -> None:
     """Called by the grader before each graded test cell: the checks that follow belong to `cell`.
     Does nothing unless COURSE_GRADING_RECORD names a folder."""
@@ -418,13 +424,14 @@ def replay_check(kind: str, actual: Any, expected: Any, options: dict) -> str | 
               "raises": _replay_raises}
     if kind not in checks:
         return f"unknown check kind {kind!r}"
-    previous, globals()["_recorder"] = _recorder, None  # replaying records nothing
+    global _recorder
+    previous, _recorder = _recorder, None  # replaying records nothing
     try:
         checks[kind](actual, expected, **options)
     except AssertionError as error:
         return str(error)
     finally:
-        globals()["_recorder"] = previous
+        _recorder = previous
     return None
 
 

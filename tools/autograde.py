@@ -293,8 +293,7 @@ def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_t
         kernels = sandbox.write_kernel_spec(root / ".grading" / "jupyter")
         env["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(kernels), env.get("JUPYTER_PATH")) if p)
         env["TMPDIR"] = str(runtime)  # the connection file goes there, and only there is writable
-        args += [f"--Execute.kernel_name={sandbox.KERNEL_NAME}", "--KernelManager.transport=ipc",
-                 f"--KernelManager.ip={runtime / 'kernel'}"]
+        args += sandbox.nbgrader_options(runtime)
     start = time.perf_counter()
     # nbgrader's output goes to a file: a process the kernel left behind cannot hold a pipe open
     with tempfile.TemporaryFile(mode="w+") as log_file:

@@ -150,6 +150,22 @@ def bwrap_command(connection_file: Path, bwrap: str = "bwrap", as_root: bool | N
                       f"--IPKernelApp.extensions={OUTPUT_LIMIT_MODULE.stem}"]
 
 
+def connect_through(kernel_manager, runtime: Path):
+    """Point a jupyter kernel manager at `runtime` (a folder from runtime_dir()): the kernel's
+    connection file and Unix sockets go there, the one folder the sandbox binds writable.
+    Returns the manager. nbgrader takes the same settings from `nbgrader_options`."""
+    kernel_manager.transport, kernel_manager.ip = "ipc", str(runtime / "kernel")
+    kernel_manager.connection_file = str(runtime / "kernel.json")
+    return kernel_manager
+
+
+def nbgrader_options(runtime: Path) -> list[str]:
+    """nbgrader's command-line options for a sandboxed kernel in `runtime` (see connect_through;
+    nbgrader names the connection file itself, in TMPDIR, which must be set to `runtime`)."""
+    return [f"--Execute.kernel_name={KERNEL_NAME}", "--KernelManager.transport=ipc",
+            f"--KernelManager.ip={runtime / 'kernel'}"]
+
+
 def write_kernel_spec(folder: Path) -> Path:
     """A kernel spec (under folder/kernels/) whose kernels run in the sandbox; returns folder.
 

@@ -44,12 +44,17 @@ import nbformat
 if __package__ in (None, ""):  # run as a script: make `tools` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from course_lib.grading import RECORD_ENV, consolidate_records, read_records, replay_check  # noqa: E402
+from course_lib.grading import (  # noqa: E402
+    RECORD_ENV,
+    announcement,
+    consolidate_records,
+    read_records,
+    replay_check,
+)
 from tools import sandbox  # noqa: E402
 from tools.nbtools import is_test_cell, nbgrader_meta  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-ANNOUNCE = '__import__("course_lib.grading", fromlist=["_"]).begin_checks({!r})'
 
 
 STORED = "reference-checks"  # <root>/reference-checks/<lesson>/<notebook>/: the solution's records
@@ -64,7 +69,7 @@ def announcing_client(nb, **kwargs):
     class AnnouncingClient(NotebookClient):
         async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
             if is_test_cell(cell):  # silent: no output, no execution count
-                msg_id = self.kc.execute(ANNOUNCE.format(nbgrader_meta(cell)["grade_id"]), silent=True,
+                msg_id = self.kc.execute(announcement(nbgrader_meta(cell)["grade_id"]), silent=True,
                                          store_history=False)
                 reply = await self.async_wait_for_reply(msg_id)
                 if reply is None or reply["content"]["status"] != "ok":
@@ -120,9 +125,7 @@ def run_reference(solution: Path, folder: Path, use_sandbox: bool = True, timeou
             os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(kernels), saved["JUPYTER_PATH"]) if p)
             client = announcing_client(nb, timeout=timeout, kernel_name=sandbox.KERNEL_NAME, allow_errors=True,
                                        resources={"metadata": {"path": str(runtime)}})
-            client.km = client.create_kernel_manager()
-            client.km.transport, client.km.ip = "ipc", str(runtime / "kernel")
-            client.km.connection_file = str(runtime / "kernel.json")
+            client.km = sandbox.connect_through(client.create_kernel_manager(), runtime)
         else:
             client = announcing_client(nb, timeout=timeout, allow_errors=True,
                                        kernel_name=nb.metadata.get("kernelspec", {}).get("name", "python3"),

@@ -26,8 +26,7 @@ def _sandboxed_kernel(tmp_path_factory, monkeypatch_module):
     monkeypatch_module.setenv("JUPYTER_PATH", str(sandbox.write_kernel_spec(base / "jupyter")))
     monkeypatch_module.setenv("LLM_SANDBOX_MEMORY_BYTES", str(4 * 2**30))
     monkeypatch_module.setenv("LLM_SANDBOX_OUTPUT_CHARS", "100000")
-    km = KernelManager(kernel_name=sandbox.KERNEL_NAME, transport="ipc", ip=str(runtime / "kernel"),
-                       connection_file=str(runtime / "kernel.json"))
+    km = sandbox.connect_through(KernelManager(kernel_name=sandbox.KERNEL_NAME), runtime)
     km.start_kernel()
     client = km.client()
     client.start_channels()
