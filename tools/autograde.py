@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -210,13 +211,16 @@ def _kill_tree(process: subprocess.Popen) -> None:
 class ProcessWatch(threading.Thread):
     """Samples the process tree of one grading run, to see what the submission started.
 
-    The tree is nbgrader, the sandbox launcher (bwrap, and bwrap again as the namespace's first
-    process) and the kernel, the oldest `ipykernel_launcher` under its parent. Anything else was
-    started by the submission's code: forked workers, a double-forked daemon (which the
-    namespace's first process adopts). `left_running` holds those alive in the last sample in
-    which the kernel was, that is, still running when the notebook finished: the sandbox kills
-    them with the kernel, and the grader reports them. Short-lived helpers (matplotlib's
-    `fc-list`, say) are gone by then."""
+    Only nbgrader starts processes directly below itself: its kernels or, with the sandbox,
+    their launchers (bwrap, whose oldest child is bwrap again, the PID namespace's first
+    process, whose oldest child is the kernel). A submission's code can start processes only
+    below those, and only after its kernel exists, so position in the tree, not a name, tells
+    them apart. Anything else was started by the submission: forked workers, a double-forked
+    daemon (which the namespace's first process adopts). `left_running` holds those alive in
+    the last sample in which a kernel was, that is, still running when the notebook finished;
+    the sandbox kills them with the kernel, and the grader reports them. Short-lived helpers
+    (matplotlib's `fc-list`, say) are gone by then. Without the sandbox a double-forked daemon
+    leaves nbgrader's tree at once, so it is neither seen nor killed."""
 
     def __init__(self, pid: int, interval: float = 0.2):
         super().__init__(daemon=True)
@@ -227,36 +231,46 @@ class ProcessWatch(threading.Thread):
     def run(self) -> None:
         while not self._finished.wait(self.interval):
             try:
-                tree = psutil.Process(self.pid).children(recursive=True)
-            except psutil.NoSuchProcess:
+                root = psutil.Process(self.pid)
+            except psutil.Error:
                 return
-            kernels, extras = self.classify(tree)
+            kernels, others = self.classify(root)
             if kernels:
-                self.left_running = extras
+                self.left_running = others
 
     @staticmethod
-    def classify(tree: list[psutil.Process]) -> tuple[list[str], list[str]]:
-        """(kernels, others) of a process tree, each as "pid command"."""
+    def classify(root: psutil.Process) -> tuple[list[str], list[str]]:
+        """(kernels, the submission's processes) below `root` (nbgrader), as "pid N: command"."""
+        try:
+            tree = root.children(recursive=True)
+        except psutil.Error:
+            return [], []
         info = {}
         for p in tree:
             try:
-                info[p.pid] = (p.ppid(), p.create_time(), p.name(), " ".join(p.cmdline()))
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                with p.oneshot():
+                    info[p.pid] = (p.ppid(), p.create_time(), p.name(), " ".join(p.cmdline()))
+            except psutil.Error:  # gone, a zombie, or not ours to read
                 continue
-        oldest: dict[int, tuple[float, int]] = {}
-        launched = {pid for pid, (_, _, name, cmdline) in info.items()  # bwrap's command line names it too
-                    if name != "bwrap" and "ipykernel_launcher" in cmdline}
-        for pid in launched:
-            ppid, created = info[pid][:2]
-            if ppid not in launched and (created, pid) < oldest.get(ppid, (float("inf"), 0)):
-                oldest[ppid] = (created, pid)
-        kernel_pids = {pid for _, pid in oldest.values()}
-        describe = {pid: f"pid {pid}: " + ("a fork of the kernel" if pid in launched and pid not in kernel_pids
-                                           else " ".join(cmdline.split())[:80])
-                    for pid, (_, _, _, cmdline) in info.items()}
-        kernels = [describe[pid] for pid in kernel_pids]
-        others = [describe[pid] for pid, (_, _, name, _) in info.items() if pid not in kernel_pids and name != "bwrap"]
-        return kernels, others
+        children: dict[int, list[tuple[float, int]]] = defaultdict(list)
+        for pid, (ppid, created, _, _) in info.items():
+            children[ppid].append((created, pid))
+        machinery, kernels = set(), []
+        for _, pid in children[root.pid]:
+            machinery.add(pid)
+            while pid in info and info[pid][2] == "bwrap":  # a launcher: follow the oldest child
+                pid = min(children[pid])[1] if children[pid] else None
+                machinery.add(pid)
+            if pid in info:
+                kernels.append(pid)
+
+        def describe(pid: int) -> str:
+            command = info[pid][3]
+            return f"pid {pid}: " + ("a fork of the kernel" if "ipykernel_launcher" in command
+                                     else " ".join(command.split())[:80])
+
+        return ([f"pid {pid}: the kernel" for pid in kernels],
+                [describe(pid) for pid in info if pid not in machinery])
 
     def stop(self) -> None:
         self._finished.set()
@@ -315,58 +329,67 @@ def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_t
     return status, time.perf_counter() - start, log, watch.left_running
 
 
-# What the sandbox stops leaves traces in the graded notebook: (reason, test on an output).
-MEMORY_ERRORS = ("MemoryError",)
-FILE_ERRORS = ("PermissionError", "FileNotFoundError", "IsADirectoryError", "NotADirectoryError")
+# What the sandbox stopped leaves errors in the graded notebook: (kind, what matches).
+STOPPED_BY_THE_SANDBOX = (
+    ("memory", re.compile(r"^MemoryError:|allocate memory")),
+    ("files", re.compile(r"^PermissionError:|Read-only file system|No such file or directory: '/")),
+    ("limits", re.compile(r"File too large|requested and \d+ written|Resource temporarily unavailable|"
+                          r"Too many open files")),
+    ("network", re.compile(r"Network is unreachable|name resolution|Name or service not known")),
+)
 OUTPUT_CUT = "[output cut by the grader"
 
 
-def _output_text(output) -> str:
-    if output.output_type == "stream":
-        return output.get("text", "")
-    if output.output_type == "error":
-        return f"{output.get('ename', '')}: {output.get('evalue', '')}"
-    return "\n".join(v for v in output.get("data", {}).values() if isinstance(v, str))
+def _flag_processes(processes: list[str], sandboxed: bool) -> str:
+    killer = "the sandbox" if sandboxed else "the grader"
+    return (f"left {len(processes)} process(es) running when its notebook finished, which {killer} killed "
+            f"({'; '.join(processes[:2])}): review by hand")
 
 
-def contained_flags(notebook: Path, processes_left: list[str]) -> list[str]:
+def contained_flags(notebook: Path, processes_left: list[str], sandboxed: bool = True) -> list[str]:
     """What the sandbox stopped in one graded notebook, for the instructor to review: memory
-    beyond its limit, files it does not provide or lets no one write, output past the grader's
-    limit, and processes still running when the notebook finished (which it killed). None of
-    these happen in an honest answer run as the course intends."""
+    beyond its limit, files it does not provide or lets no one write, its limits on processes,
+    file size and open files, the network it does not have, output past the grader's limit, and
+    processes still running when the notebook finished. None of these happen in an honest
+    answer run as the course intends; a relative path that does not exist (a typo) is not
+    flagged. An attack that catches its own error leaves no trace in the notebook; it still
+    scores what its checks earn."""
     try:
         nb = nbformat.read(notebook, as_version=4)
-    except Exception:  # reported by the gradebook's own error, if any
+    except Exception:  # an unreadable graded notebook shows in its gradebook entry
         return []
-    found: dict[str, list[str]] = {"memory": [], "files": [], "output": []}
+    found: dict[str, list[str]] = {kind: [] for kind, _ in STOPPED_BY_THE_SANDBOX}
+    cut = []
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
         name = cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index}"
         for output in cell.get("outputs", []):
-            text = _output_text(output)
             if output.output_type == "error":
-                ename, evalue = output.get("ename", ""), str(output.get("evalue", ""))
-                if ename in MEMORY_ERRORS or "allocate memory" in evalue:
-                    found["memory"].append(f"{name} ({ename}: {evalue[:80]})")
-                elif ename in FILE_ERRORS or "Read-only file system" in evalue or "Operation not permitted" in evalue:
-                    found["files"].append(f"{name} ({ename}: {evalue[:80]})")
-            if OUTPUT_CUT in text:
-                found["output"].append(name)
-    limit = sandbox.LIMITS
-    flags = []
-    if found["memory"]:
-        flags.append(f"ran out of memory (the sandbox allows {limit['MEMORY_BYTES'] / 2**30:g} GiB) in "
-                     f"{'; '.join(found['memory'][:3])}: review by hand")
-    if found["files"]:
-        flags.append(f"reached for a file or a permission the sandbox does not give in "
-                     f"{'; '.join(found['files'][:3])}: review by hand")
-    if found["output"]:
-        flags.append(f"printed more than {limit['OUTPUT_CHARS']:,} characters, and the grader cut its output in "
-                     f"{', '.join(dict.fromkeys(found['output']))}: review by hand")
+                error = f"{output.get('ename', '')}: {output.get('evalue', '')}"
+                kind = next((kind for kind, pattern in STOPPED_BY_THE_SANDBOX if pattern.search(error)), None)
+                if kind is not None:
+                    found[kind].append(f"{name} ({error[:100]})")
+                continue
+            shown = output.get("text", "") if output.output_type == "stream" else \
+                "\n".join(v for v in output.get("data", {}).values() if isinstance(v, str))
+            if OUTPUT_CUT in shown:
+                cut.append(name)
+    where = {kind: "; ".join(cells[:3]) for kind, cells in found.items()}
+    memory = f"the sandbox allows {sandbox.limit('MEMORY_BYTES') / 2**30:g} GiB" if sandboxed else "graded without the sandbox"
+    flags = [message for kind, message in (
+        ("memory", f"ran out of memory ({memory}) in {where['memory']}: review by hand"),
+        ("files", f"reached for a file or a permission the sandbox does not give in {where['files']}: review by hand"),
+        ("limits", f"hit the sandbox's limit on processes, file size or open files in {where['limits']}: "
+                   "review by hand"),
+        ("network", f"tried to use the network, which the sandbox does not have, in {where['network']}: "
+                    "review by hand"),
+    ) if found[kind]]
+    if cut:
+        flags.append(f"printed more than {sandbox.limit('OUTPUT_CHARS'):,} characters, and the grader cut its "
+                     f"output in {', '.join(dict.fromkeys(cut))}: review by hand")
     if processes_left:
-        flags.append(f"left {len(processes_left)} process(es) running when its notebook finished, which the "
-                     f"sandbox killed ({processes_left[0]}): review by hand")
+        flags.append(_flag_processes(processes_left, sandboxed))
     return flags
 
 
@@ -496,11 +519,11 @@ def autograde(
                     _forget(root, lesson, student)
                     flags.append(_failure_reason(status, deadline, log))
                     if processes_left:
-                        flags.append(f"left {len(processes_left)} process(es) running ({processes_left[0]})")
+                        flags.append(_flag_processes(processes_left, use_sandbox))
                 else:
                     flags += replay_verdicts(root, lesson, student, reference, runtime)
                     for notebook in sorted((root / "autograded" / student / lesson).glob("*.ipynb")):
-                        flags += contained_flags(notebook, processes_left)
+                        flags += contained_flags(notebook, processes_left, use_sandbox)
                         processes_left = []  # said once
             finally:
                 staged = root / STAGING / student / lesson

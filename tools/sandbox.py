@@ -77,14 +77,14 @@ def bwrap_path() -> str | None:
     return path if probe.returncode == 0 else None
 
 
-def _limit(name: str) -> int:
+def limit(name: str) -> int:
     return int(os.environ.get(f"LLM_SANDBOX_{name}", LIMITS[name]))
 
 
 def _set_limits() -> None:
     for rlimit, name in ((resource.RLIMIT_AS, "MEMORY_BYTES"), (resource.RLIMIT_NPROC, "PROCESSES"),
                          (resource.RLIMIT_FSIZE, "FILE_BYTES"), (resource.RLIMIT_NOFILE, "OPEN_FILES")):
-        value = _limit(name)
+        value = limit(name)
         resource.setrlimit(rlimit, (value, value))
 
 
@@ -135,7 +135,7 @@ def bwrap_command(connection_file: Path, bwrap: str = "bwrap", as_root: bool | N
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
            "MPLCONFIGDIR": "/tmp", "PYTHONNOUSERSITE": "1", "COURSE_DATA_DIR": str(_data_dir()),
            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONPATH": "/opt/grading",
-           "LLM_SANDBOX_OUTPUT_CHARS": str(_limit("OUTPUT_CHARS")), GRADING_ENV: "1"}
+           "LLM_SANDBOX_OUTPUT_CHARS": str(limit("OUTPUT_CHARS")), GRADING_ENV: "1"}
     record = os.environ.get("COURSE_GRADING_RECORD")  # where the checks are recorded (tools/verdicts.py)
     if record and Path(record).resolve().is_relative_to(runtime):
         env["COURSE_GRADING_RECORD"] = str(Path(record).resolve())

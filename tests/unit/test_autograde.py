@@ -163,30 +163,43 @@ def test_what_the_sandbox_stopped_is_flagged_by_kind(tmp_path):
         ("hoard = torch.empty(18 * 2**30)", [_error(
             "RuntimeError", "[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory")]),
         ("x = bytearray(10**12)", [_error("MemoryError", "")]),
-        ("np.array([1]).tofile('/course/pwned')", [_error("FileNotFoundError", "[Errno 2] No such file")]),
+        ("np.array([1]).tofile('/course/pwned')", [_error("FileNotFoundError",
+                                                          "[Errno 2] No such file or directory: '/course/pwned'")]),
+        ("np.zeros(10**8).tofile('big')", [_error("OSError", "800000000 requested and 67108864 written")]),
+        ("socket.create_connection(('example.org', 80))", [_error("gaierror",
+                                                                 "[Errno -3] Temporary failure in name resolution")]),
         ("print('x' * 10**9)", [{"output_type": "stream", "name": "stdout",
                                   "text": "xxxx\n[output cut by the grader after 16,777,216 characters]\n"}]),
     ])
-    flags = ag.contained_flags(graded, ["4321 python -m ipykernel_launcher -f k.json"])
-    assert len(flags) == 4, flags
-    memory, files, output, processes = flags
+    flags = ag.contained_flags(graded, ["pid 4321: a fork of the kernel"])
+    assert len(flags) == 6, f"expected one flag per kind (memory, files, limits, network, output, processes): {flags}"
+    memory, files, limits, network, output, processes = flags
     assert memory.startswith("ran out of memory"), memory
     assert all(f"cell {i}" in memory for i in (0, 1)), f"both out-of-memory cells should be named: {memory}"
     assert files.startswith("reached for a file"), files
     assert "cell 2" in files, files
     assert "FileNotFoundError" in files, files
+    assert limits.startswith("hit the sandbox's limit"), limits
+    assert "cell 3" in limits, limits
+    assert network.startswith("tried to use the network"), network
+    assert "cell 4" in network, network
     assert output.startswith("printed more than"), output
-    assert "cell 3" in output, output
+    assert "cell 5" in output, output
     assert processes.startswith("left 1 process(es) running"), processes
     assert "4321" in processes, processes
+    unsandboxed = ag.contained_flags(graded, ["pid 4321: a fork of the kernel"], sandboxed=False)
+    assert "graded without the sandbox" in unsandboxed[0], unsandboxed[0]
+    assert "the grader killed" in unsandboxed[-1], unsandboxed[-1]
 
 
 def test_failing_answers_and_tests_are_not_mistaken_for_contained_attacks(tmp_path):
-    """An unanswered or wrong submission fails with ordinary errors: no flag."""
+    """An unanswered or wrong submission fails with ordinary errors, and a relative path that
+    does not exist is a typo, not an attack: no flag."""
     graded = _graded(tmp_path / "graded.ipynb", [
         ("def f(x):\n    raise NotImplementedError()", []),
         ("f(1)", [_error("NotImplementedError", "")]),
         ("assert_equal(f(1), 2)", [_error("AssertionError", "f(1): expected 2, got 3")]),
+        ("open('dat.txt')", [_error("FileNotFoundError", "[Errno 2] No such file or directory: 'dat.txt'")]),
         ("print('done')", [{"output_type": "stream", "name": "stdout", "text": "done\n"}]),
     ])
     assert ag.contained_flags(graded, []) == []
@@ -208,11 +221,12 @@ def test_process_watch_sees_what_the_kernel_left_running_but_not_the_kernel():
         watch = ag.ProcessWatch(parent.pid, interval=0.05)
         watch.start()
         time.sleep(0.5)
-        kernels, others = ag.ProcessWatch.classify(psutil.Process(parent.pid).children(recursive=True))
+        kernels, others = ag.ProcessWatch.classify(psutil.Process(parent.pid))
         watch.stop()
     finally:
         ag._kill_tree(parent)
         parent.wait(timeout=10)
-    assert [k.split(":")[0] for k in kernels] == [f"pid {kernel_pid}"], f"the kernel is pid {kernel_pid}, got {kernels}"
-    assert [o.split(":")[0] for o in others] == [f"pid {child_pid}"], f"the forked child is pid {child_pid}, got {others}"
-    assert watch.left_running == others, f"the watch saw {watch.left_running}, expected the forked child {others}"
+    assert kernels == [f"pid {kernel_pid}: the kernel"], f"the kernel is pid {kernel_pid}, got {kernels}"
+    assert others == [f"pid {child_pid}: a fork of the kernel"], f"the forked child is pid {child_pid}, got {others}"
+    assert [o.split(":")[0] for o in watch.left_running] == [f"pid {child_pid}"], \
+        f"the watch should report the forked child, pid {child_pid}, as left running: {watch.left_running}"

@@ -193,3 +193,34 @@ def test_rich_outputs_count_against_the_same_limit(fresh_kernel):
     assert 1 <= shown <= 10, f"{shown} HTML outputs of 10,000 characters came through a 100,000-character limit"
     assert "<text/html: 50000" not in out, "the cell's result went out after the limit"
     assert fresh_kernel("print('after')") == "", "printing must stay cut once rich outputs spent the budget"
+
+
+def test_the_grader_sees_what_a_kernel_left_running_even_disguised_as_bwrap(fresh_kernel):
+    """tools/autograde.ProcessWatch tells the sandbox's own processes (bwrap, bwrap, the kernel)
+    from the submission's by their place in the tree, not by name: a double-forked daemon and a
+    process named `bwrap` that the kernel started are both the submission's."""
+    import psutil
+
+    from tools.autograde import ProcessWatch
+
+    out = fresh_kernel(
+        "import os, subprocess, sys, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        os.execv('/usr/bin/sleep', ['sleep', '601'])\n"
+        "    os._exit(0)\n"
+        "os.symlink(sys.executable, '/tmp/bwrap')\n"
+        "subprocess.Popen(['/tmp/bwrap', '-c', 'import time; time.sleep(602)'])\n"
+        "time.sleep(1)\n"
+        "print('started')\n")
+    assert out == "started", out
+    kernels, others = ProcessWatch.classify(psutil.Process(os.getpid()))
+    try:
+        assert len(kernels) >= 1, f"no sandboxed kernel found below the test process: {others}"
+        assert any("sleep 601" in o for o in others), f"the double-forked daemon was not seen: {others}"
+        assert any("time.sleep(602)" in o for o in others), f"the process named bwrap was not seen: {others}"
+        assert not any(o.endswith("the kernel") for o in others), others
+    finally:
+        for description in others:
+            psutil.Process(int(description.split(":")[0].split()[1])).kill()
