@@ -291,16 +291,15 @@ def nbgrader(root: Path, *args: str, timeout: float | None = None) -> subprocess
 
 
 def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_timeout: float | None,
-                  use_sandbox: bool = True, runtime: Path | None = None) -> tuple[str, float, str, list[str]]:
+                  use_sandbox: bool, runtime: Path) -> tuple[str, float, str, list[str]]:
     """Run nbgrader autograde on one staged submission; the kernel records its checks in
-    <runtime>/checks (a fresh folder from sandbox.short_runtime_dir() if not given). Returns the
+    <runtime>/checks (`runtime` is a fresh folder from sandbox.short_runtime_dir()). Returns the
     status, the seconds, nbgrader's log and the processes the submission left running."""
     args = [sys.executable, "-m", "nbgrader", "autograde", lesson, "--student", student, "--force",
             f"--CourseDirectory.submitted_directory={STAGING}"]
     if cell_timeout is not None:
         args.append(f"--Execute.timeout={int(cell_timeout)}")
     env = _env()
-    runtime = runtime or sandbox.short_runtime_dir()
     env[RECORD_ENV] = str(runtime / "checks")  # the checks' records (tools/verdicts.py)
     env[sandbox.GRADING_ENV] = "1"  # the sandbox sets it too; this is for --no-sandbox
     if use_sandbox:
@@ -329,13 +328,16 @@ def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_t
     return status, time.perf_counter() - start, log, watch.left_running
 
 
-# What the sandbox stopped leaves errors in the graded notebook: (kind, what matches).
+# What the sandbox stopped leaves errors in the graded notebook: what matches, and what the
+# instructor is told ({memory} is the memory limit, or that there was no sandbox).
 STOPPED_BY_THE_SANDBOX = (
-    ("memory", re.compile(r"^MemoryError:|allocate memory")),
-    ("files", re.compile(r"^PermissionError:|Read-only file system|No such file or directory: '/")),
-    ("limits", re.compile(r"File too large|requested and \d+ written|Resource temporarily unavailable|"
-                          r"Too many open files")),
-    ("network", re.compile(r"Network is unreachable|name resolution|Name or service not known")),
+    (re.compile(r"^MemoryError:|allocate memory"), "ran out of memory ({memory})"),
+    (re.compile(r"^PermissionError:|Read-only file system|No such file or directory: '/"),
+     "reached for a file or a permission the sandbox does not give"),
+    (re.compile(r"File too large|requested and \d+ written|Resource temporarily unavailable|Too many open files"),
+     "hit the sandbox's limit on processes, file size or open files"),
+    (re.compile(r"Network is unreachable|name resolution|Name or service not known"),
+     "tried to use the network, which the sandbox does not have,"),
 )
 OUTPUT_CUT = "[output cut by the grader"
 
@@ -358,7 +360,7 @@ def contained_flags(notebook: Path, processes_left: list[str], sandboxed: bool =
         nb = nbformat.read(notebook, as_version=4)
     except Exception:  # an unreadable graded notebook shows in its gradebook entry
         return []
-    found: dict[str, list[str]] = {kind: [] for kind, _ in STOPPED_BY_THE_SANDBOX}
+    found: dict[str, list[str]] = {reason: [] for _, reason in STOPPED_BY_THE_SANDBOX}
     cut = []
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
@@ -367,24 +369,17 @@ def contained_flags(notebook: Path, processes_left: list[str], sandboxed: bool =
         for output in cell.get("outputs", []):
             if output.output_type == "error":
                 error = f"{output.get('ename', '')}: {output.get('evalue', '')}"
-                kind = next((kind for kind, pattern in STOPPED_BY_THE_SANDBOX if pattern.search(error)), None)
-                if kind is not None:
-                    found[kind].append(f"{name} ({error[:100]})")
+                reason = next((reason for pattern, reason in STOPPED_BY_THE_SANDBOX if pattern.search(error)), None)
+                if reason is not None:
+                    found[reason].append(f"{name} ({error[:100]})")
                 continue
             shown = output.get("text", "") if output.output_type == "stream" else \
                 "\n".join(v for v in output.get("data", {}).values() if isinstance(v, str))
             if OUTPUT_CUT in shown:
                 cut.append(name)
-    where = {kind: "; ".join(cells[:3]) for kind, cells in found.items()}
     memory = f"the sandbox allows {sandbox.limit('MEMORY_BYTES') / 2**30:g} GiB" if sandboxed else "graded without the sandbox"
-    flags = [message for kind, message in (
-        ("memory", f"ran out of memory ({memory}) in {where['memory']}: review by hand"),
-        ("files", f"reached for a file or a permission the sandbox does not give in {where['files']}: review by hand"),
-        ("limits", f"hit the sandbox's limit on processes, file size or open files in {where['limits']}: "
-                   "review by hand"),
-        ("network", f"tried to use the network, which the sandbox does not have, in {where['network']}: "
-                    "review by hand"),
-    ) if found[kind]]
+    flags = [f"{reason.format(memory=memory)} in {'; '.join(cells[:3])}: review by hand"
+             for reason, cells in found.items() if cells]
     if cut:
         flags.append(f"printed more than {sandbox.limit('OUTPUT_CHARS'):,} characters, and the grader cut its "
                      f"output in {', '.join(dict.fromkeys(cut))}: review by hand")

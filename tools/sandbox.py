@@ -8,8 +8,9 @@ It sets resource limits and then execs `bwrap`, which starts the IPython kernel 
 
 - its own PID, network, IPC, UTS and cgroup namespaces (and user namespace, unless grading as
   root), the uid 65534 and no capabilities; as root the kernel is the real uid 65534 outside
-  too (through `setpriv`), so that the process limit applies to it; it dies with its parent, and everything it started dies with it (killing the
-  PID namespace's first process kills them all, double-forked daemons included);
+  too (through `setpriv`), so that the process limit applies to it; it dies with its parent,
+  and everything it started dies with it (killing the PID namespace's first process kills
+  them all, double-forked daemons included);
 - read-only binds of the OS (/usr, /etc, ...), the interpreter, the virtual environment,
   `course_lib` and the data folder, and nothing else of the course: no gradebook.db,
   solutions/, submitted/, autograded/, feedback/, .git or home;

@@ -79,10 +79,10 @@ def announcing_client(nb, **kwargs):
     return AnnouncingClient(nb, **kwargs)
 
 
-def course_lib_digest(root: Path = ROOT) -> str:
+def course_lib_digest() -> str:
     digest = hashlib.sha256()
-    for path in sorted((root / "course_lib").rglob("*.py")):
-        digest.update(path.relative_to(root).as_posix().encode() + path.read_bytes())
+    for path in sorted((ROOT / "course_lib").rglob("*.py")):
+        digest.update(path.relative_to(ROOT).as_posix().encode() + path.read_bytes())
     return digest.hexdigest()
 
 
@@ -115,13 +115,14 @@ def run_reference(solution: Path, folder: Path, use_sandbox: bool = True, timeou
     Returns the errors raised by graded test cells (there should be none)."""
     runtime = sandbox.short_runtime_dir()
     record = runtime / "checks"
+    spec_folder = runtime.parent / f"{runtime.name}-jupyter"  # outside the one folder the kernel may write
     nb = nbformat.read(solution, as_version=4)
     saved = {k: os.environ.get(k) for k in (RECORD_ENV, "JUPYTER_PATH", sandbox.GRADING_ENV)}
     os.environ[RECORD_ENV] = str(record)
     os.environ[sandbox.GRADING_ENV] = "1"  # run as a submission is graded (tools/sandbox.py)
     try:
         if use_sandbox:
-            kernels = sandbox.write_kernel_spec(runtime.parent / f"{runtime.name}-jupyter")
+            kernels = sandbox.write_kernel_spec(spec_folder)
             os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(kernels), saved["JUPYTER_PATH"]) if p)
             client = announcing_client(nb, timeout=timeout, kernel_name=sandbox.KERNEL_NAME, allow_errors=True,
                                        resources={"metadata": {"path": str(runtime)}})
@@ -141,7 +142,7 @@ def run_reference(solution: Path, folder: Path, use_sandbox: bool = True, timeou
     if record.exists():
         shutil.copytree(record, folder / "checks")
     shutil.rmtree(runtime, ignore_errors=True)
-    shutil.rmtree(runtime.parent / f"{runtime.name}-jupyter", ignore_errors=True)
+    shutil.rmtree(spec_folder, ignore_errors=True)
     return [f"{nbgrader_meta(c)['grade_id']}: {o.ename}: {o.evalue[:200]}"
             for c in nb.cells if is_test_cell(c) for o in c.get("outputs", []) if o.output_type == "error"]
 

@@ -130,6 +130,5 @@ def test_the_stored_reference_checks_are_current(lesson):
     )
     records = verdicts.read_records(key_file.parent)
     cells = {r["cell"] for r in records}
-    hidden = {c["metadata"]["nbgrader"]["grade_id"] for c in json.loads(solution.read_text())["cells"]
-              if "BEGIN HIDDEN TESTS" in "".join(c["source"]) and c["metadata"].get("nbgrader", {}).get("grade")}
+    hidden = {nbgrader_meta(c)["grade_id"] for c in _cells(solution) if is_hidden_test_cell(c)}
     assert hidden <= cells, f"hidden test cells that record no check (the grader cannot replay them): {sorted(hidden - cells)}"
