@@ -49,6 +49,7 @@ __all__ = [
     "flash_attention_backward",
     "flash_attention_forward",
     "merge_softmax",
+    "softmax_grad_tile",
 ]
 
 
@@ -70,6 +71,15 @@ def merge_softmax(m1: torch.Tensor, l1: torch.Tensor, o1: torch.Tensor,
     denominator = torch.where(l > 0, l, torch.ones_like(l))[..., None]
     o = (w1[..., None] * torch.nan_to_num(o1) + w2[..., None] * torch.nan_to_num(o2)) / denominator
     return m, l, o
+
+
+def softmax_grad_tile(p: torch.Tensor, dp: torch.Tensor, D: torch.Tensor) -> torch.Tensor:
+    """dS = P * (dP - D) for one tile: p and dp (..., Br, Bc), D (..., Br, 1) = rowsum(dO * O).
+
+    The softmax's backward needs sum_k P_ik dP_ik over *all* keys of row i, which a tile does
+    not hold; it equals dO_i . O_i (dP = dO V^T and O = P V), computed once per row.
+    """
+    return p * (dp - D)
 
 
 def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_size: int) -> int:
@@ -176,7 +186,7 @@ def flash_attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
             s = _tile_scores(q_tile, k_tile, scale, causal, q_start, k_start, offset)
             p = torch.exp(s - lse_tile)                          # the weights, recomputed
             dv[..., k_start:k_end, :] += p.transpose(-2, -1) @ do_tile
-            ds = p * (do_tile @ v_tile.transpose(-2, -1) - D_tile)
+            ds = softmax_grad_tile(p, do_tile @ v_tile.transpose(-2, -1), D_tile)
             dq[..., q_start:q_end, :] += (ds @ k_tile) * scale
             dk[..., k_start:k_end, :] += (ds.transpose(-2, -1) @ q_tile) * scale
     return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
