@@ -298,6 +298,167 @@ FORBIDDEN_ANSWERS: dict[str, dict[str, str]] = {
                 return (probs.cumsum(-1) <= u[:, None]).sum(-1)
         """,
     },
+    "11_flash_attention": {
+        "merge_answer": """
+            def merge_partials(m1, l1, o1, m2, l2, o2):
+                return flash_ref.merge_softmax(m1, l1, o1, m2, l2, o2)
+        """,
+        "tiled_answer": """
+            def tiled_attention(q, k, v, block_size=64, causal=False):
+                return flash_ref.flash_attention_forward(q, k, v, causal=causal, block_size=block_size)
+        """,
+        "score_grad_answer": """
+            def tile_score_grad(p, dp, out, grad_out):
+                return flash_ref.softmax_grad_tile(p, dp, (grad_out * out).sum(-1, keepdim=True))
+        """,
+        "triton_answer": """
+            tile_step = flash_triton.online_softmax_step
+        """,
+    },
+}
+
+# Plausible wrong answers: the mistakes learners make, three per exercise. The k-th wrong answer
+# of every exercise of a lesson share one submission (exercises are graded independently), and
+# each must lose at least one of its exercise's points.
+WRONG_ANSWERS: dict[str, dict[str, list[str]]] = {
+    "11_flash_attention": {
+        "merge_answer": [
+            """
+            def merge_partials(m1, l1, o1, m2, l2, o2):  # adds the sums without rescaling them to the new max
+                m = torch.maximum(m1, m2)
+                l = l1 + l2
+                return m, l, (l1[..., None] * o1 + l2[..., None] * o2) / l[..., None]
+            """,
+            """
+            def merge_partials(m1, l1, o1, m2, l2, o2):  # right m and l, but averages the two outputs
+                m = torch.maximum(m1, m2)
+                l = torch.exp(m1 - m) * l1 + torch.exp(m2 - m) * l2
+                return m, l, (o1 + o2) / 2
+            """,
+            """
+            def merge_partials(m1, l1, o1, m2, l2, o2):  # exponentiates the maxima themselves: overflows
+                m = torch.maximum(m1, m2)
+                w1, w2 = torch.exp(m1) * l1, torch.exp(m2) * l2
+                o = (w1[..., None] * o1 + w2[..., None] * o2) / (w1 + w2)[..., None]
+                return m, (w1 + w2) / torch.exp(m), o
+            """,
+        ],
+        "tiled_answer": [
+            """
+            def tiled_attention(q, k, v, block_size=64, causal=False):  # rescales l but not the accumulator
+                Tq, Tk = q.shape[-2], k.shape[-2]
+                outs, lses = [], []
+                for qs in range(0, Tq, block_size):
+                    qt = q[..., qs:qs + block_size, :] / math.sqrt(q.shape[-1])
+                    m = torch.full(qt.shape[:-1], float("-inf"), dtype=q.dtype)
+                    l = torch.zeros(qt.shape[:-1], dtype=q.dtype)
+                    acc = torch.zeros(*qt.shape[:-1], v.shape[-1], dtype=q.dtype)
+                    for ks in range(0, Tk, block_size):
+                        s = qt @ k[..., ks:ks + block_size, :].transpose(-2, -1)
+                        if causal:
+                            i = torch.arange(qs, qs + s.shape[-2])[:, None]
+                            j = torch.arange(ks, ks + s.shape[-1])[None, :]
+                            s = s.masked_fill(j > i + Tk - Tq, float("-inf"))
+                        m_new = torch.maximum(m, s.amax(-1))
+                        shift = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
+                        p = torch.exp(s - shift[..., None])
+                        l = torch.exp(m - shift) * l + p.sum(-1)
+                        acc = acc + p @ v[..., ks:ks + block_size, :]
+                        m = m_new
+                    safe = torch.where(l > 0, l, torch.ones_like(l))
+                    outs.append(acc / safe[..., None])
+                    lses.append(torch.where(l > 0, m + torch.log(safe), torch.full_like(m, float("-inf"))))
+                return torch.cat(outs, -2), torch.cat(lses, -1)
+            """,
+            """
+            def tiled_attention(q, k, v, block_size=64, causal=False):  # a query tile against all keys at once
+                Tq, Tk = q.shape[-2], k.shape[-2]
+                outs, lses = [], []
+                for qs in range(0, Tq, block_size):
+                    s = q[..., qs:qs + block_size, :] @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+                    if causal:
+                        i = torch.arange(qs, qs + s.shape[-2])[:, None]
+                        s = s.masked_fill(torch.arange(Tk)[None, :] > i + Tk - Tq, float("-inf"))
+                    m = s.amax(-1, keepdim=True)
+                    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+                    e = torch.exp(s - m)
+                    l = e.sum(-1, keepdim=True)
+                    outs.append(e @ v / torch.where(l > 0, l, torch.ones_like(l)))
+                    lses.append((m + torch.log(l))[..., 0])
+                return torch.cat(outs, -2), torch.cat(lses, -1)
+            """,
+            """
+            def tiled_attention(q, k, v, block_size=64, causal=False):  # causal mask aligned to the start
+                Tq, Tk = q.shape[-2], k.shape[-2]
+                outs, lses = [], []
+                for qs in range(0, Tq, block_size):
+                    qt = q[..., qs:qs + block_size, :] / math.sqrt(q.shape[-1])
+                    m = torch.full(qt.shape[:-1], float("-inf"), dtype=q.dtype)
+                    l = torch.zeros(qt.shape[:-1], dtype=q.dtype)
+                    acc = torch.zeros(*qt.shape[:-1], v.shape[-1], dtype=q.dtype)
+                    for ks in range(0, Tk, block_size):
+                        s = qt @ k[..., ks:ks + block_size, :].transpose(-2, -1)
+                        if causal:
+                            i = torch.arange(qs, qs + s.shape[-2])[:, None]
+                            j = torch.arange(ks, ks + s.shape[-1])[None, :]
+                            s = s.masked_fill(j > i, float("-inf"))
+                        m_new = torch.maximum(m, s.amax(-1))
+                        shift = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
+                        p = torch.exp(s - shift[..., None])
+                        alpha = torch.exp(m - shift)
+                        l = alpha * l + p.sum(-1)
+                        acc = alpha[..., None] * acc + p @ v[..., ks:ks + block_size, :]
+                        m = m_new
+                    safe = torch.where(l > 0, l, torch.ones_like(l))
+                    outs.append(acc / safe[..., None])
+                    lses.append(torch.where(l > 0, m + torch.log(safe), torch.full_like(m, float("-inf"))))
+                return torch.cat(outs, -2), torch.cat(lses, -1)
+            """,
+        ],
+        "score_grad_answer": [
+            """
+            def tile_score_grad(p, dp, out, grad_out):  # the row sum over the tile's own keys only
+                return p * (dp - (p * dp).sum(-1, keepdim=True))
+            """,
+            """
+            def tile_score_grad(p, dp, out, grad_out):  # forgets the factor P
+                return dp - (grad_out * out).sum(-1, keepdim=True)
+            """,
+            """
+            def tile_score_grad(p, dp, out, grad_out):  # D without keepdim: broadcast along the wrong axis
+                return p * (dp - (grad_out * out).sum(-1))
+            """,
+        ],
+        "triton_answer": [
+            """
+            @triton_jit
+            def tile_step(q, k, v, m_i, l_i, acc, allowed, scale):  # ignores `allowed`
+                s = tl.dot(q, tl.trans(k)) * scale
+                m_new = tl.maximum(m_i, tl.max(s, 1))
+                p = tl.exp(s - m_new[:, None])
+                alpha = tl.exp(m_i - m_new)
+                return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            """,
+            """
+            @triton_jit
+            def tile_step(q, k, v, m_i, l_i, acc, allowed, scale):  # rescales l_i but not acc
+                s = tl.where(allowed, tl.dot(q, tl.trans(k)) * scale, float("-inf"))
+                m_new = tl.maximum(m_i, tl.max(s, 1))
+                base = tl.where(m_new == float("-inf"), 0.0, m_new)
+                p = tl.exp(s - base[:, None])
+                return m_new, l_i * tl.exp(m_i - base) + tl.sum(p, 1), acc + tl.dot(p.to(v.dtype), v)
+            """,
+            """
+            @triton_jit
+            def tile_step(q, k, v, m_i, l_i, acc, allowed, scale):  # NaN for a row that has seen no key yet
+                s = tl.where(allowed, tl.dot(q, tl.trans(k)) * scale, float("-inf"))
+                m_new = tl.maximum(m_i, tl.max(s, 1))
+                p = tl.exp(s - m_new[:, None])
+                alpha = tl.exp(m_i - m_new)
+                return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            """,
+        ],
+    },
 }
 
 # Hostile answers (issue 14): each targets lesson 00's first answer cell, attacks the grading
@@ -436,6 +597,30 @@ def with_forbidden_answers(student_nb, answers: dict[str, str]):
     for cell in answer_cells(nb):
         cell.source = textwrap.dedent(answers[meta(cell)["grade_id"]]).strip()
     return nb
+
+
+def with_wrong_answers(student_nb, answers: dict[str, list[str]], k: int):
+    """The student version with the k-th wrong answer in every answer cell that has one."""
+    nb = copy.deepcopy(student_nb)
+    for cell in answer_cells(nb):
+        wrong = answers.get(meta(cell)["grade_id"])
+        if wrong:
+            cell.source = textwrap.dedent(wrong[k]).strip()
+    return nb
+
+
+def exercise_tests(nb) -> dict[str, list[str]]:
+    """{answer grade_id: the grade_ids of the test cells right after it}."""
+    tests, current = {}, None
+    for cell in nb.cells:
+        if is_answer_cell(cell):
+            current = meta(cell)["grade_id"]
+            tests[current] = []
+        elif current is not None and is_test_cell(cell):
+            tests[current].append(meta(cell)["grade_id"])
+        else:
+            current = None
+    return tests
 
 
 def with_answer(student_nb, grade_id: str, source: str):

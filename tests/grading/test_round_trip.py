@@ -47,15 +47,18 @@ def _strip_volatile(nb) -> dict:
 # Each lesson is graded in parts, each in its own course directory, so that pytest-xdist
 # (--dist loadscope) can give the parts of a slow lesson to different workers. The first lesson
 # has two more parts: the hostile batch and the same attacks with the answer policy off.
-HONEST, CHEATS, HOSTILE, POLICY_OFF = "honest", "cheats", "hostile", "policy-off"
-PARTS = (HONEST, CHEATS, HOSTILE, POLICY_OFF)
+HONEST, CHEATS, HOSTILE, POLICY_OFF, WRONG = "honest", "cheats", "hostile", "policy-off", "wrong"
+PARTS = (HONEST, CHEATS, HOSTILE, POLICY_OFF, WRONG)
+WRONG_PER_EXERCISE = 3  # plausible wrong answers per exercise, graded as WRONG_PER_EXERCISE submissions
 
 
 def _batches(part, lesson, root, solution, student) -> list[tuple[dict, dict]]:
     """The submissions of one part, as batches of ({name: (notebook, expected points)},
     keyword arguments of ag.autograde), graded in order; within a batch, in name order.
 
-    HONEST: the solution, full marks; the untouched student version, 0. CHEATS: the forbidden
+    HONEST: the solution, full marks; the untouched student version, 0. WRONG: the k-th wrong
+    answer of every exercise in submission wrong-k (expected None: each exercise must lose
+    points, checked per exercise by RoundTripWrong). CHEATS: the forbidden
     references called with the test cells edited, the visible points only; on the first lesson
     also hidden tests deleted (the visible points) and a runaway loop (0). Deleting and the
     runaway test the grader, not the lesson, so they run once: each costs a full execution of
@@ -66,6 +69,10 @@ def _batches(part, lesson, root, solution, student) -> list[tuple[dict, dict]]:
     batch = {"deadline": 600}
     if part == HONEST:
         return [({"solution": (solution, all_points), "untouched-student": (student, 0.0)}, batch)]
+    if part == WRONG:
+        wrong = subs.WRONG_ANSWERS[lesson]
+        return [({f"wrong-{k + 1}": (subs.with_wrong_answers(student, wrong, k), None)
+                  for k in range(WRONG_PER_EXERCISE)}, batch)]
     if part == CHEATS:
         # The cheats share a submission: answers that call the forbidden reference also have
         # their test cells replaced by `pass`. Restored tests and forbidden calls together leave
@@ -120,11 +127,34 @@ def graded(request, tmp_path_factory):
                                 reference_cache=REFERENCE_CACHE, **options)
 
     by_student = {r.student: r for r in results}
+    lost = {s: _points_lost(root, lesson, solution, s) for s, e in expected.items() if e is None}
     TABLE_DIR.mkdir(parents=True, exist_ok=True)
-    rows = [f"{lesson}\t{s}\t{e:g}\t{by_student[s].auto_score:g}\t{by_student[s].status}\t{by_student[s].seconds:.1f}"
-            f"\t{'; '.join(by_student[s].flags)}" for s, e in expected.items()]
+    all_points = subs.points(solution, subs.is_test_cell)
+    rows = [f"{lesson}\t{s}\t{'<' + format(all_points, 'g') if e is None else format(e, 'g')}\t{by_student[s].auto_score:g}"
+            f"\t{by_student[s].status}\t{by_student[s].seconds:.1f}"
+            f"\t{'; '.join(by_student[s].flags + [_describe_lost(lost[s])] if s in lost else by_student[s].flags)}"
+            for s, e in expected.items()]
     (TABLE_DIR / f"{lesson}-{PARTS.index(part) + 1}-{part}.tsv").write_text("\n".join(rows) + "\n")
-    return {"lesson": lesson, "root": root, "expected": expected, "results": by_student, "release": root / "notebooks" / lesson / name}
+    return {"lesson": lesson, "root": root, "expected": expected, "results": by_student, "lost": lost,
+            "release": root / "notebooks" / lesson / name}
+
+
+def _points_lost(root: Path, lesson: str, solution, student: str) -> dict[str, dict[str, float]]:
+    """{exercise (answer grade_id): {test cell: points lost}} of one graded submission, read from
+    the gradebook; a cell that earned all its points is left out."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        submission = gb.find_submission(lesson, student)
+        earned = {g.name: float(g.score) for nb in submission.notebooks for g in nb.grades if g.cell.cell_type == "code"}
+        maximum = {g.name: float(g.max_score) for nb in submission.notebooks for g in nb.grades if g.cell.cell_type == "code"}
+    return {exercise: {cell: maximum[cell] - earned.get(cell, 0.0) for cell in cells if earned.get(cell, 0.0) < maximum[cell]}
+            for exercise, cells in subs.exercise_tests(solution).items()}
+
+
+def _describe_lost(lost: dict[str, dict[str, float]]) -> str:
+    return "; ".join(f"{exercise}: " + (", ".join(f"-{p:g} in {cell}" for cell, p in cells.items()) or "FULL MARKS")
+                     for exercise, cells in lost.items())
 
 
 def _hidden_lines(root: Path, lesson: str) -> set[str]:
@@ -229,6 +259,29 @@ class RoundTripCheats(RoundTrip):
         assert result.seconds < LOOP_DEADLINE_S + 20, f"killing took {result.seconds:.0f} s"
 
 
+class RoundTripWrong(RoundTrip):
+    """Plausible wrong answers (tests/grading/submissions.py WRONG_ANSWERS): none may earn an
+    exercise's full points; the table says which test cell caught each."""
+
+    part = WRONG
+
+    def test_every_submission_gets_the_expected_score(self, graded):
+        for student, result in graded["results"].items():
+            assert result.status == "graded", f"{student}: {result.status} {result.flags}"
+
+    def test_every_exercise_has_enough_wrong_answers(self, graded):
+        solution = nbformat.read(graded["root"] / "solutions" / graded["lesson"] / f"{graded['lesson']}.ipynb", as_version=4)
+        exercises = set(subs.exercise_tests(solution))
+        counts = {e: len(subs.WRONG_ANSWERS[graded["lesson"]].get(e, [])) for e in exercises}
+        short = {e: n for e, n in counts.items() if n < WRONG_PER_EXERCISE}
+        assert short == {}, f"exercises with fewer than {WRONG_PER_EXERCISE} wrong answers: {short}"
+
+    def test_no_wrong_answer_earns_full_points(self, graded):
+        full_marks = [f"{student}: {exercise}" for student, lost in graded["lost"].items()
+                      for exercise, cells in lost.items() if not cells]
+        assert full_marks == [], f"wrong answers that earned their exercise's full points: {full_marks}"
+
+
 class RoundTripAttacks(RoundTrip):
     """What both attack parts of the first lesson check."""
 
@@ -322,6 +375,8 @@ for _lesson in LESSONS:
     globals()[f"TestRoundTrip_{_lesson}"] = type(f"TestRoundTrip_{_lesson}", (RoundTripHonest,), {"lesson": _lesson})
     globals()[f"TestRoundTripCheats_{_lesson}"] = type(f"TestRoundTripCheats_{_lesson}", (RoundTripCheats,),
                                                         {"lesson": _lesson})
+    if _lesson in subs.WRONG_ANSWERS:
+        globals()[f"TestRoundTripWrong_{_lesson}"] = type(f"TestRoundTripWrong_{_lesson}", (RoundTripWrong,), {"lesson": _lesson})
 # The attack parts test the grader, not a lesson: they run on the first lesson only.
 TestRoundTripHostile = type("TestRoundTripHostile", (RoundTripHostile,), {"lesson": LESSONS[0]})
 TestRoundTripPolicyOff = type("TestRoundTripPolicyOff", (RoundTripPolicyOff,), {"lesson": LESSONS[0]})
