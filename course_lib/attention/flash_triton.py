@@ -90,7 +90,7 @@ def _flash_forward_kernel(
                     mask=(keys[:, None] < Tk) & (cols_d[None, :] < D), other=0.0)
         v = tl.load(V + bh * stride_vb + keys[:, None] * stride_vt + cols_dv[None, :],
                     mask=(keys[:, None] < Tk) & (cols_dv[None, :] < DV), other=0.0)
-        allowed = (keys[None, :] < Tk) & (rows[:, None] >= 0)
+        allowed = (keys[None, :] < Tk) & (rows[:, None] >= 0)   # (the rows term only broadcasts to 2-D)
         if CAUSAL:
             allowed = allowed & (keys[None, :] <= rows[:, None] + offset)
         m_i, l_i, acc = STEP(q, k, v, m_i, l_i, acc, allowed, scale)
@@ -114,7 +114,9 @@ def flash_attention_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
     q (..., Tq, d), k (..., Tk, d), v (..., Tk, d_v) with the same batch dims, on a CUDA device
     or, under TRITON_INTERPRET=1, on the CPU. Causal attention aligns the queries to the end of
     the keys, as `causal_mask` does. Tiles default to 64 x 64 on a GPU and 16 x 16 under the
-    interpreter (powers of two; at least 16, tl.dot's smallest tile). `step` replaces
+    interpreter (powers of two; at least 16, tl.dot's smallest tile). On a GPU, float32 inputs go
+    through tl.dot's default TF32 products (about 1e-3 relative error); bfloat16 and float16 are
+    what the kernel is for. `step` replaces
     `online_softmax_step` (lesson 11 passes the learner's). Returns O (..., Tq, d_v) in q's
     dtype, and with return_lse=True also L (..., Tq) in float32.
     """

@@ -25,6 +25,7 @@ from course_lib.attention.flash import (
     flash_attention_backward,
     flash_attention_forward,
     merge_softmax,
+    softmax_grad_tile,
 )
 from course_lib.profiling import record_memory
 
@@ -163,6 +164,21 @@ def test_merge_softmax_of_two_halves_equals_one_softmax():
     assert torch.isinf(m3).all()
     assert (l3 == 0).all()
     assert (o3 == 0).all()
+
+
+def test_softmax_grad_tile_needs_only_the_rows_of_o_and_do():
+    """dS of a tile that holds some of the keys equals autograd's dS restricted to them."""
+    g = torch.Generator().manual_seed(4)
+    S = torch.randn(2, 5, 9, generator=g, dtype=F64, requires_grad=True)
+    V = torch.randn(2, 9, 3, generator=g, dtype=F64)
+    dO = torch.randn(2, 5, 3, generator=g, dtype=F64)
+    P = torch.softmax(S, -1)
+    O = P @ V
+    O.backward(dO)
+    D = (dO * O).sum(-1, keepdim=True).detach()
+    for cols in (slice(0, 4), slice(4, 9)):
+        got = softmax_grad_tile(P[..., cols].detach(), (dO @ V.transpose(-2, -1))[..., cols], D)
+        torch.testing.assert_close(got, S.grad[..., cols], rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize(("args", "kwargs", "error", "words"), [
