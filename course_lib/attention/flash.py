@@ -103,8 +103,13 @@ def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_size: int) -
     return check_int("block_size", block_size, 1)
 
 
-def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+def _prepare(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_size: int, scale: float | None):
+    """The checked block size and scale, the accumulation dtype (float32 for half precision),
+    and q, k, v in it."""
+    block_size = _check(q, k, v, block_size)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    acc_dtype = torch.float32 if q.dtype in (torch.float16, torch.bfloat16) else q.dtype
+    return block_size, scale, acc_dtype, q.to(acc_dtype), k.to(acc_dtype), v.to(acc_dtype)
 
 
 def _tile_scores(q_tile: torch.Tensor, k_tile: torch.Tensor, scale: float, causal: bool,
@@ -129,12 +134,9 @@ def flash_attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *
                             scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Tiled forward: (O, L), O (..., Tq, d_v) in q's dtype and the log-sum-exp L (..., Tq) of
     each row's scores (-inf for a row that sees no key), in the accumulation dtype."""
-    block_size = _check(q, k, v, block_size)
+    block_size, scale, acc_dtype, qa, ka, va = _prepare(q, k, v, block_size, scale)
     Tq, Tk = q.shape[-2], k.shape[-2]
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     offset = Tk - Tq
-    acc_dtype = _accumulation_dtype(q.dtype)
-    qa, ka, va = q.to(acc_dtype), k.to(acc_dtype), v.to(acc_dtype)
     out = torch.empty(*q.shape[:-1], v.shape[-1], dtype=q.dtype, device=q.device)
     lse = torch.empty(q.shape[:-1], dtype=acc_dtype, device=q.device)
     for q_start in range(0, Tq, block_size):
@@ -166,12 +168,9 @@ def flash_attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
                              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dQ, dK, dV) from the saved O and L, recomputing each tile's weights (see the module
     docstring); no (Tq, Tk) tensor is allocated."""
-    block_size = _check(q, k, v, block_size)
+    block_size, scale, acc_dtype, qa, ka, va = _prepare(q, k, v, block_size, scale)
     Tq, Tk = q.shape[-2], k.shape[-2]
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     offset = Tk - Tq
-    acc_dtype = _accumulation_dtype(q.dtype)
-    qa, ka, va = q.to(acc_dtype), k.to(acc_dtype), v.to(acc_dtype)
     do = grad_out.to(acc_dtype)
     D = (do * out.to(acc_dtype)).sum(dim=-1)                     # (..., Tq): rowsum(dO * O)
     lse = torch.where(torch.isfinite(lse), lse, torch.full_like(lse, float("inf")))  # no key: P = 0

@@ -317,6 +317,42 @@ FORBIDDEN_ANSWERS: dict[str, dict[str, str]] = {
     },
 }
 
+def _mutate(source: str, old: str, new: str) -> str:
+    """`source` with one mistake put in: `old` (which must occur) replaced by `new`."""
+    if old not in source:
+        raise ValueError(f"{old!r} does not occur in the answer to mutate")
+    return source.replace(old, new)
+
+
+# A right answer to lesson 11's tiled forward, in a learner's style, to put single mistakes into.
+_TILED = """
+    def tiled_attention(q, k, v, block_size=64, causal=False):
+        Tq, Tk = q.shape[-2], k.shape[-2]
+        outs, lses = [], []
+        for qs in range(0, Tq, block_size):
+            qt = q[..., qs:qs + block_size, :] / math.sqrt(q.shape[-1])
+            m = torch.full(qt.shape[:-1], float("-inf"), dtype=q.dtype)
+            l = torch.zeros(qt.shape[:-1], dtype=q.dtype)
+            acc = torch.zeros(*qt.shape[:-1], v.shape[-1], dtype=q.dtype)
+            for ks in range(0, Tk, block_size):
+                s = qt @ k[..., ks:ks + block_size, :].transpose(-2, -1)
+                if causal:
+                    i = torch.arange(qs, qs + s.shape[-2])[:, None]
+                    j = torch.arange(ks, ks + s.shape[-1])[None, :]
+                    s = s.masked_fill(j > i + Tk - Tq, float("-inf"))
+                m_new = torch.maximum(m, s.amax(-1))
+                shift = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
+                p = torch.exp(s - shift[..., None])
+                alpha = torch.exp(m - shift)
+                l = alpha * l + p.sum(-1)
+                acc = alpha[..., None] * acc + p @ v[..., ks:ks + block_size, :]
+                m = m_new
+            safe = torch.where(l > 0, l, torch.ones_like(l))
+            outs.append(acc / safe[..., None])
+            lses.append(torch.where(l > 0, m + torch.log(safe), torch.full_like(m, float("-inf"))))
+        return torch.cat(outs, -2), torch.cat(lses, -1)
+"""
+
 # Plausible wrong answers: the mistakes learners make, three per exercise. The k-th wrong answer
 # of every exercise of a lesson share one submission (exercises are graded independently), and
 # each must lose at least one of its exercise's points.
@@ -344,32 +380,7 @@ WRONG_ANSWERS: dict[str, dict[str, list[str]]] = {
             """,
         ],
         "tiled_answer": [
-            """
-            def tiled_attention(q, k, v, block_size=64, causal=False):  # rescales l but not the accumulator
-                Tq, Tk = q.shape[-2], k.shape[-2]
-                outs, lses = [], []
-                for qs in range(0, Tq, block_size):
-                    qt = q[..., qs:qs + block_size, :] / math.sqrt(q.shape[-1])
-                    m = torch.full(qt.shape[:-1], float("-inf"), dtype=q.dtype)
-                    l = torch.zeros(qt.shape[:-1], dtype=q.dtype)
-                    acc = torch.zeros(*qt.shape[:-1], v.shape[-1], dtype=q.dtype)
-                    for ks in range(0, Tk, block_size):
-                        s = qt @ k[..., ks:ks + block_size, :].transpose(-2, -1)
-                        if causal:
-                            i = torch.arange(qs, qs + s.shape[-2])[:, None]
-                            j = torch.arange(ks, ks + s.shape[-1])[None, :]
-                            s = s.masked_fill(j > i + Tk - Tq, float("-inf"))
-                        m_new = torch.maximum(m, s.amax(-1))
-                        shift = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
-                        p = torch.exp(s - shift[..., None])
-                        l = torch.exp(m - shift) * l + p.sum(-1)
-                        acc = acc + p @ v[..., ks:ks + block_size, :]
-                        m = m_new
-                    safe = torch.where(l > 0, l, torch.ones_like(l))
-                    outs.append(acc / safe[..., None])
-                    lses.append(torch.where(l > 0, m + torch.log(safe), torch.full_like(m, float("-inf"))))
-                return torch.cat(outs, -2), torch.cat(lses, -1)
-            """,
+            _mutate(_TILED, "acc = alpha[..., None] * acc + ", "acc = acc + "),  # rescales l, not the accumulator
             """
             def tiled_attention(q, k, v, block_size=64, causal=False):  # a query tile against all keys at once
                 Tq, Tk = q.shape[-2], k.shape[-2]
@@ -387,33 +398,7 @@ WRONG_ANSWERS: dict[str, dict[str, list[str]]] = {
                     lses.append((m + torch.log(l))[..., 0])
                 return torch.cat(outs, -2), torch.cat(lses, -1)
             """,
-            """
-            def tiled_attention(q, k, v, block_size=64, causal=False):  # causal mask aligned to the start
-                Tq, Tk = q.shape[-2], k.shape[-2]
-                outs, lses = [], []
-                for qs in range(0, Tq, block_size):
-                    qt = q[..., qs:qs + block_size, :] / math.sqrt(q.shape[-1])
-                    m = torch.full(qt.shape[:-1], float("-inf"), dtype=q.dtype)
-                    l = torch.zeros(qt.shape[:-1], dtype=q.dtype)
-                    acc = torch.zeros(*qt.shape[:-1], v.shape[-1], dtype=q.dtype)
-                    for ks in range(0, Tk, block_size):
-                        s = qt @ k[..., ks:ks + block_size, :].transpose(-2, -1)
-                        if causal:
-                            i = torch.arange(qs, qs + s.shape[-2])[:, None]
-                            j = torch.arange(ks, ks + s.shape[-1])[None, :]
-                            s = s.masked_fill(j > i, float("-inf"))
-                        m_new = torch.maximum(m, s.amax(-1))
-                        shift = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
-                        p = torch.exp(s - shift[..., None])
-                        alpha = torch.exp(m - shift)
-                        l = alpha * l + p.sum(-1)
-                        acc = alpha[..., None] * acc + p @ v[..., ks:ks + block_size, :]
-                        m = m_new
-                    safe = torch.where(l > 0, l, torch.ones_like(l))
-                    outs.append(acc / safe[..., None])
-                    lses.append(torch.where(l > 0, m + torch.log(safe), torch.full_like(m, float("-inf"))))
-                return torch.cat(outs, -2), torch.cat(lses, -1)
-            """,
+            _mutate(_TILED, "j > i + Tk - Tq", "j > i"),  # the causal mask aligned to the start
         ],
         "score_grad_answer": [
             """
