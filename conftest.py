@@ -17,6 +17,15 @@ if "COURSE_DATA_DIR" not in os.environ and SHARED_DATA.is_dir():
 if os.environ.get("COURSE_DATA_DIR"):  # kernels start in the notebook's folder: make it absolute
     os.environ["COURSE_DATA_DIR"] = str(Path(os.environ["COURSE_DATA_DIR"]).resolve())
 
+# Lesson 11's Triton kernel runs in Triton's interpreter where there is no GPU, and the
+# interpreter must be on before anything imports triton (transformers does, for one): a process
+# that imported triton first cannot interpret kernels afterwards.
+if "TRITON_INTERPRET" not in os.environ:
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ["TRITON_INTERPRET"] = "1"
+
 ROUND_TRIP_TABLES = Path(__file__).resolve().parent / "build" / "round_trip"  # written by tests/grading
 
 

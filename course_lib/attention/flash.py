@@ -28,8 +28,8 @@ Backward, for dO = dLoss/dO (the FlashAttention paper, Algorithm 4; FlashAttenti
     dS   = P * (dP - D)                   the softmax's backward, with D = rowsum(P * dP)
     dQ  += dS K * scale,   dK += dS^T Q * scale
 
-No tensor larger than block_size x block_size per batch entry is ever allocated, in either
-direction. Causal attention aligns the queries to the end of the keys, as `causal_mask` does
+No score or weight tensor larger than block_size x block_size per batch entry is ever
+allocated, in either direction (the inputs, O, L, D and the gradients are T x d or T). Causal attention aligns the queries to the end of the keys, as `causal_mask` does
 (query i sees keys j <= i + Tk - Tq), and key tiles entirely in a query tile's future are
 skipped. A query that sees no key gets a zero output, as in `scaled_dot_product_attention`.
 Half-precision inputs are accumulated in float32 and the output is cast back.
@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 
 import torch
+from torch.autograd.function import once_differentiable
 
 from course_lib.attention._checks import check_int
 
@@ -202,6 +203,7 @@ class FlashAttentionFunction(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable  # L is saved as a constant: a second derivative through it would be wrong
     def backward(ctx, grad_out):
         q, k, v, out, lse = ctx.saved_tensors
         dq, dk, dv = flash_attention_backward(q, k, v, out, lse, grad_out, causal=ctx.causal,

@@ -9,7 +9,8 @@ batch * heads). Neither the scores nor the weights ever leave the chip.
 Triton compiles the kernel for an NVIDIA or AMD GPU. Without one, Triton's interpreter
 (`TRITON_INTERPRET=1`) runs the same kernel on CPU tensors with NumPy, one program instance at a
 time: slow, but exact enough to test against PyTorch. Importing this module on a machine without
-CUDA sets `TRITON_INTERPRET=1` when it is unset, so the kernel runs there too.
+CUDA sets `TRITON_INTERPRET=1` when it is unset, so the kernel runs there too; that must happen
+before anything else in the process imports triton (the import says so otherwise).
 
 `triton` exists for Linux (and for Windows as the separate `triton-windows`), not for macOS:
 without it this module's import raises an ImportError that says so.
@@ -38,9 +39,27 @@ except ImportError as error:  # macOS, or a Linux install without the course's d
 __all__ = ["flash_attention_triton", "interpreted", "online_softmax_step"]
 
 
+def _check_interpreter_is_whole() -> None:
+    """TRITON_INTERPRET is read when triton decorates its own library at import: a process that
+    imported triton before setting it has compiled-mode `tl` functions, which the interpreter
+    cannot call."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    if interpreted() and not isinstance(tl.zeros, InterpretedFunction):
+        raise ImportError(
+            "TRITON_INTERPRET=1 was set after triton had been imported in this process (by "
+            "transformers or torch.compile, say), so Triton's interpreter cannot run kernels here. "
+            "Set TRITON_INTERPRET=1 before anything imports triton: in the environment, or before "
+            "the first import (a Jupyter kernel: restart it and import this module first)."
+        )
+
+
 def interpreted() -> bool:
     """True when Triton runs kernels in its CPU interpreter instead of compiling them."""
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+_check_interpreter_is_whole()
 
 
 @triton.jit
@@ -130,6 +149,9 @@ def flash_attention_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2] or not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
         raise ValueError(f"flash_attention_triton: need q (..., Tq, d), k (..., Tk, d), v (..., Tk, d_v) with "
                          f"the same batch dims, got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}.")
+    if q.dtype == torch.bfloat16 and interpreted():
+        raise TypeError("flash_attention_triton: Triton's interpreter (TRITON_INTERPRET=1) reads bfloat16 "
+                        "tensors wrongly (triton 3.9); use float16 or float32 here, bfloat16 on a GPU.")
     if not (q.device == k.device == v.device):
         raise ValueError("flash_attention_triton: q, k and v must be on one device.")
     if q.device.type == "cpu" and not interpreted():

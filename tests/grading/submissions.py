@@ -446,6 +446,42 @@ WRONG_ANSWERS: dict[str, dict[str, list[str]]] = {
     },
 }
 
+# Right answers written differently from the solution (other idioms, another order of
+# operations): each must earn its exercise's full points. Graded as one submission per lesson,
+# beside the wrong answers.
+RIGHT_VARIANTS: dict[str, dict[str, str]] = {
+    "11_flash_attention": {
+        "merge_answer": """
+            def merge_partials(m1, l1, o1, m2, l2, o2):
+                m = torch.maximum(m1, m2)
+                base = torch.where(torch.isneginf(m), torch.zeros_like(m), m)
+                a1, a2 = torch.exp(m1 - base) * l1, torch.exp(m2 - base) * l2
+                l = a1 + a2
+                num = a1.unsqueeze(-1) * torch.nan_to_num(o1) + a2.unsqueeze(-1) * torch.nan_to_num(o2)
+                return m, l, num / torch.where(l == 0, torch.ones_like(l), l).unsqueeze(-1)
+        """,
+        "tiled_answer": _TILED,
+        "score_grad_answer": """
+            def tile_score_grad(p, dp, out, grad_out):
+                D = torch.einsum("...rd,...rd->...r", grad_out, out)   # dO_i . O_i
+                return p * (dp - D.unsqueeze(-1))
+        """,
+        "triton_answer": """
+            @triton_jit
+            def tile_step(q, k, v, m_i, l_i, acc, allowed, scale):
+                s = tl.sum(q[:, None, :] * k[None, :, :], axis=2) * scale      # no tl.dot
+                s = tl.where(allowed, s, float("-inf"))
+                m_new = tl.maximum(m_i, tl.max(s, axis=1))
+                safe = tl.where(m_new > float("-inf"), m_new, 0.0)
+                p = tl.exp(s - safe[:, None])
+                correction = tl.exp(m_i - safe)
+                acc = acc * correction[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
+                return m_new, l_i * correction + tl.sum(p, axis=1), acc
+        """,
+    },
+}
+
+
 # Hostile answers (issue 14): each targets lesson 00's first answer cell, attacks the grading
 # machinery, and defines a wrong stable_softmax that only the attack could make pass. The answer
 # policy (tools/answer_policy.py) must withhold every one: each scores 0 and is flagged.
@@ -582,6 +618,11 @@ def with_forbidden_answers(student_nb, answers: dict[str, str]):
     for cell in answer_cells(nb):
         cell.source = textwrap.dedent(answers[meta(cell)["grade_id"]]).strip()
     return nb
+
+
+def with_answers(student_nb, answers: dict[str, str]):
+    """The student version with these answer cells filled in, the others left unanswered."""
+    return with_wrong_answers(student_nb, {grade_id: [source] for grade_id, source in answers.items()}, 0)
 
 
 def with_wrong_answers(student_nb, answers: dict[str, list[str]], k: int):

@@ -71,8 +71,15 @@ def _batches(part, lesson, root, solution, student) -> list[tuple[dict, dict]]:
         return [({"solution": (solution, all_points), "untouched-student": (student, 0.0)}, batch)]
     if part == WRONG:
         wrong = subs.WRONG_ANSWERS[lesson]
-        return [({f"wrong-{k + 1}": (subs.with_wrong_answers(student, wrong, k), None)
-                  for k in range(WRONG_PER_EXERCISE)}, batch)]
+        submissions = {f"wrong-{k + 1}": (subs.with_wrong_answers(student, wrong, k), None)
+                       for k in range(WRONG_PER_EXERCISE)}
+        right = subs.RIGHT_VARIANTS.get(lesson, {})
+        if right:
+            tests_of = subs.exercise_tests(solution)
+            points = {subs.meta(c)["grade_id"]: float(subs.meta(c)["points"]) for c in solution.cells if subs.is_test_cell(c)}
+            submissions["right-variants"] = (subs.with_answers(student, right),
+                                             sum(points[cell] for exercise in right for cell in tests_of[exercise]))
+        return [(submissions, batch)]
     if part == CHEATS:
         # The cheats share a submission: answers that call the forbidden reference also have
         # their test cells replaced by `pass`. Restored tests and forbidden calls together leave
@@ -176,8 +183,11 @@ class RoundTrip:
     part: str
 
     def test_every_submission_gets_the_expected_score(self, graded):
-        got = {s: graded["results"][s].auto_score for s in graded["expected"]}
-        assert got == graded["expected"], f"autograded scores differ: got {got}, expected {graded['expected']}"
+        """Submissions with an expected score get exactly it (wrong answers, expected None, are
+        checked per exercise by RoundTripWrong)."""
+        expected = {s: e for s, e in graded["expected"].items() if e is not None}
+        got = {s: graded["results"][s].auto_score for s in expected}
+        assert got == expected, f"autograded scores differ: got {got}, expected {expected}"
 
 
 class RoundTripHonest(RoundTrip):
@@ -265,9 +275,11 @@ class RoundTripWrong(RoundTrip):
 
     part = WRONG
 
-    def test_every_submission_gets_the_expected_score(self, graded):
+    def test_every_submission_is_graded_without_flags(self, graded):
+        """Wrong and right answers alike are honest work: graded to the end, nothing flagged."""
         for student, result in graded["results"].items():
             assert result.status == "graded", f"{student}: {result.status} {result.flags}"
+            assert result.flags == [], f"{student} should raise no flags, got {result.flags}"
 
     def test_every_exercise_has_enough_wrong_answers(self, graded):
         solution = nbformat.read(graded["root"] / "solutions" / graded["lesson"] / f"{graded['lesson']}.ipynb", as_version=4)
