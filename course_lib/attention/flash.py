@@ -42,7 +42,7 @@ import math
 import torch
 from torch.autograd.function import once_differentiable
 
-from course_lib.attention._checks import check_int
+from course_lib.attention._checks import check_int, check_qkv
 
 __all__ = [
     "FlashAttentionFunction",
@@ -83,31 +83,11 @@ def softmax_grad_tile(p: torch.Tensor, dp: torch.Tensor, D: torch.Tensor) -> tor
     return p * (dp - D)
 
 
-def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_size: int) -> int:
-    for label, x in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(x, torch.Tensor) or x.dim() < 2:
-            raise ValueError(f"flash_attention: {label} must be a tensor of shape (..., T, d), got "
-                             f"{getattr(x, 'shape', type(x).__name__)}.")
-        if not x.dtype.is_floating_point:
-            raise TypeError(f"flash_attention: {label} must be floating point, got {x.dtype}.")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"flash_attention: q and k need the same last dim d, got q {tuple(q.shape)} "
-                         f"and k {tuple(k.shape)}: pass k as (..., Tk, d), not transposed.")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"flash_attention: k and v need one row per key (the same Tk), got k "
-                         f"{tuple(k.shape)} and v {tuple(v.shape)}.")
-    if not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
-        raise ValueError(f"flash_attention: q, k and v need the same batch dims, got {tuple(q.shape)}, "
-                         f"{tuple(k.shape)}, {tuple(v.shape)}; expand them first (k.expand(...)).")
-    if not q.dtype == k.dtype == v.dtype:
-        raise TypeError(f"flash_attention: q, k and v need one dtype, got {q.dtype}, {k.dtype}, {v.dtype}.")
-    return check_int("block_size", block_size, 1)
-
-
 def _prepare(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_size: int, scale: float | None):
     """The checked block size and scale, the accumulation dtype (float32 for half precision),
     and q, k, v in it."""
-    block_size = _check(q, k, v, block_size)
+    check_qkv("flash_attention", q, k, v)
+    block_size = check_int("block_size", block_size, 1)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     acc_dtype = torch.float32 if q.dtype in (torch.float16, torch.bfloat16) else q.dtype
     return block_size, scale, acc_dtype, q.to(acc_dtype), k.to(acc_dtype), v.to(acc_dtype)
@@ -126,8 +106,8 @@ def _tile_scores(q_tile: torch.Tensor, k_tile: torch.Tensor, scale: float, causa
 
 def _key_tiles(q_start: int, q_end: int, Tk: int, block_size: int, causal: bool, offset: int):
     """The starts of the key tiles a query tile [q_start, q_end) can see."""
-    last = Tk if not causal else min(Tk, q_end - 1 + offset + 1)
-    return range(0, max(last, 0), block_size)
+    end = min(Tk, q_end + offset) if causal else Tk   # the last row, q_end - 1, sees keys <= q_end - 1 + offset
+    return range(0, max(end, 0), block_size)
 
 
 def flash_attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
@@ -219,5 +199,4 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal
     q (..., Tq, d), k (..., Tk, d), v (..., Tk, d_v) with the same batch dims; any Tq, Tk (not
     only multiples of block_size); scale defaults to 1/sqrt(d).
     """
-    _check(q, k, v, block_size)
     return FlashAttentionFunction.apply(q, k, v, bool(causal), block_size, scale)

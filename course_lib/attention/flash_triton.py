@@ -23,6 +23,8 @@ import os
 
 import torch
 
+from course_lib.attention._checks import check_qkv
+
 try:
     if not torch.cuda.is_available():
         os.environ.setdefault("TRITON_INTERPRET", "1")   # read when the kernels are decorated below
@@ -139,16 +141,10 @@ def flash_attention_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
     `online_softmax_step` (lesson 11 passes the learner's). Returns O (..., Tq, d_v) in q's
     dtype, and with return_lse=True also L (..., Tq) in float32.
     """
-    for label, x in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(x, torch.Tensor) or x.dim() < 2:
-            raise ValueError(f"flash_attention_triton: {label} must be a tensor of shape (..., T, d), got "
-                             f"{getattr(x, 'shape', type(x).__name__)}.")
-    if not q.dtype == k.dtype == v.dtype or q.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+    check_qkv("flash_attention_triton", q, k, v)
+    if q.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise TypeError(f"flash_attention_triton: q, k and v need one dtype among float32, float16 and "
-                        f"bfloat16, got {q.dtype}, {k.dtype}, {v.dtype}.")
-    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2] or not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
-        raise ValueError(f"flash_attention_triton: need q (..., Tq, d), k (..., Tk, d), v (..., Tk, d_v) with "
-                         f"the same batch dims, got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}.")
+                        f"bfloat16, got {q.dtype}.")
     if q.dtype == torch.bfloat16 and interpreted():
         raise TypeError("flash_attention_triton: Triton's interpreter (TRITON_INTERPRET=1) reads bfloat16 "
                         "tensors wrongly (triton 3.9); use float16 or float32 here, bfloat16 on a GPU.")

@@ -21,29 +21,11 @@ import math
 
 import torch
 
-from course_lib.attention._checks import check_int
+from course_lib.attention._checks import check_int, check_qkv
 from course_lib.attention.dense import stable_softmax
 from course_lib.attention.patterns import check_blocks, check_permutation, check_window
 
 __all__ = ["block_attention", "local_attention"]
-
-
-def _check_qkv(name: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-    for label, x in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(x, torch.Tensor) or x.dim() < 2:
-            raise ValueError(f"{name}: {label} must be a tensor of shape (..., T, d), got "
-                             f"{getattr(x, 'shape', type(x).__name__)}.")
-        if not x.dtype.is_floating_point:
-            raise TypeError(f"{name}: {label} must be floating point, got {x.dtype}.")
-    if not q.shape[-2] == k.shape[-2] == v.shape[-2]:
-        raise ValueError(f"{name} is self-attention: q, k and v need the same length T, got "
-                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}.")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"{name}: q and k need the same last dim d, got {tuple(q.shape)} and "
-                         f"{tuple(k.shape)}.")
-    if q.shape[:-2] != k.shape[:-2] or k.shape[:-2] != v.shape[:-2]:
-        raise ValueError(f"{name}: q, k and v need the same batch dims, got {tuple(q.shape)}, "
-                         f"{tuple(k.shape)}, {tuple(v.shape)}.")
 
 
 def _pad_rows(x: torch.Tensor, before: int, after: int) -> torch.Tensor:
@@ -65,7 +47,7 @@ def local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: i
     corner scores against the number of blocks. Returns the output only: the weights are
     never materialised as a (T, T) matrix.
     """
-    _check_qkv("local_attention", q, k, v)
+    check_qkv("local_attention", q, k, v, same_length=True)
     r = (check_window(window) - 1) // 2
     T, d = q.shape[-2], q.shape[-1]
     b = max(r, 32) if block_size is None else check_int("block_size", block_size, 1)
@@ -104,7 +86,7 @@ def block_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, n_blocks:
     per head, shape (H, n_blocks), with q of shape (..., H, T, d). With causal=True, a block
     sent to a later block has no visible key: its rows are zero.
     """
-    _check_qkv("block_attention", q, k, v)
+    check_qkv("block_attention", q, k, v, same_length=True)
     T, d = q.shape[-2], q.shape[-1]
     bs = check_blocks(T, n_blocks)
     n_blocks = int(n_blocks)

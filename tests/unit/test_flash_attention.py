@@ -301,7 +301,7 @@ def test_triton_kernel_refuses_bad_input():
     with pytest.raises(ValueError, match="power of two"):
         triton_kernel.flash_attention_triton(*(torch.zeros(4, 16),) * 3, block_m=24)
     with pytest.raises(ValueError, match="same batch dims"):
-        triton_kernel.flash_attention_triton(torch.zeros(4, 8), torch.zeros(4, 6), torch.zeros(4, 8))
+        triton_kernel.flash_attention_triton(torch.zeros(2, 4, 16), torch.zeros(3, 4, 16), torch.zeros(3, 4, 16))
 
 
 def test_without_triton_the_import_error_says_what_to_do():
