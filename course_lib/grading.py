@@ -20,6 +20,7 @@ that was skipped, neutered or fooled in the learner's kernel still fails there.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import math
@@ -634,6 +635,8 @@ def assert_raises(exception: type[BaseException], function: Callable, *args: Any
     A `ForbiddenCallError` is let through: it has its own message."""
     __tracebackhide__ = True
     name = name or f"{getattr(function, '__name__', 'the call')}(...)"
+    if getattr(function, "__reports_errors__", False):  # the expected error keeps its type
+        function = function.__wrapped__
     try:
         function(*args, **kwargs)
     except ForbiddenCallError:
@@ -653,3 +656,75 @@ def assert_raises(exception: type[BaseException], function: Callable, *args: Any
 def _raises_message(name: str, expected: str, outcome: str, hint: str | None) -> str:
     return f"{name} must raise {expected}; it {outcome}." + (f" Hint: {hint}" if hint else "")
 
+
+
+# --- Naming the case when the learner's code raises inside a hidden test ----------------------
+
+
+class CaseError(AssertionError):
+    """The learner's code raised while a test ran one named case."""
+
+
+def describe_argument(x: Any) -> str:
+    """A short, readable description of one argument of a call (for messages)."""
+    if isinstance(x, torch.Tensor):
+        if x.numel() <= 8:
+            values = [round(v, 4) if isinstance(v, float) else v for v in x.flatten().tolist()]
+            return f"tensor({values}{'' if x.dim() <= 1 else f', shape {tuple(x.shape)}'}, {x.dtype})"
+        return f"a {tuple(x.shape)} {str(x.dtype).removeprefix('torch.')} tensor"
+    if isinstance(x, torch.nn.Module):
+        return f"a {type(x).__name__}"
+    if isinstance(x, float):
+        return f"{x:g}"
+    if isinstance(x, (list, tuple)) and len(x) > 6:
+        return f"a {type(x).__name__} of {len(x)}"
+    text = repr(x)
+    return text if len(text) <= 60 else f"a {type(x).__name__} ({text[:40]}...)"
+
+
+def describe_call(name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> str:
+    """`name(arg, ..., key=value)` with each argument described briefly."""
+    parts = [describe_argument(a) for a in args] + [f"{k}={describe_argument(v)}" for k, v in kwargs.items()]
+    return f"{name}({', '.join(parts)})"
+
+
+@contextmanager
+def case(description: str) -> Iterator[None]:
+    """Hidden tests run each case inside `case("keep_top_p with four equal tokens, p = 0.5")`.
+    If the learner's code raises (anything but an assertion or a forbidden call), the test fails
+    with a message that names the case and the learner's exception, and never shows the hidden
+    test's code."""
+    __tracebackhide__ = True
+    try:
+        yield
+    except (AssertionError, ForbiddenCallError):
+        raise
+    except Exception as error:
+        raise CaseError(f"{description} raised {type(error).__name__}: {error}") from error
+
+
+def reports_errors(function: Callable, name: str | None = None) -> Callable:
+    """`function`, whose exceptions (but assertions and forbidden calls) become an
+    AssertionError naming the call and its arguments:
+
+        keep_top_p = reports_errors(keep_top_p)   # at the top of a hidden test
+        keep_top_p(torch.zeros(4), 0.5)  # AssertionError: keep_top_p(tensor([0.0, 0.0, 0.0, 0.0],
+                                         # torch.float32), 0.5) raised ZeroDivisionError: ...
+
+    `assert_raises` calls the unwrapped function, so expected errors keep their type."""
+    if getattr(function, "__reports_errors__", False) or isinstance(function, type) or not callable(function):
+        return function
+    label = name or getattr(function, "__name__", "the call")
+
+    @functools.wraps(function)
+    def reporting(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        try:
+            return function(*args, **kwargs)
+        except (AssertionError, ForbiddenCallError):
+            raise
+        except Exception as error:
+            raise CaseError(f"{describe_call(label, args, kwargs)} raised {type(error).__name__}: {error}") from error
+
+    reporting.__reports_errors__ = True  # type: ignore[attr-defined]
+    return reporting
