@@ -16,10 +16,11 @@ TORCH_INDEX ?=
 # nbgrader runs `alembic` from PATH when it creates a gradebook, so the venv must be on PATH.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup lab test test-fast lint release execute-solutions autograde feedback grades bench clean
+.PHONY: help setup lab formgrader test test-fast lint release execute-solutions autograde feedback grades bench clean
 
 help:
 	@echo "make lab        open JupyterLab on the course (creates .venv on first run)"
+	@echo "make formgrader JupyterLab for instructors, with the Formgrader"
 	@echo "make test       the full suite (what CI runs)"
 	@echo "make test-fast  unit and interop tests only"
 	@echo "make release    regenerate notebooks/ from solutions/"
@@ -27,7 +28,7 @@ help:
 	@echo "make feedback   feedback HTML with hidden tests stripped, plus grades.csv"
 	@echo "make bench      run the benchmarks"
 
-$(STAMP): pyproject.toml constraints.txt Makefile tools/jupyterlab-overrides.json
+$(STAMP): pyproject.toml constraints.txt Makefile tools/jupyterlab-overrides.json $(wildcard tools/instructor-jupyter/*.json tools/instructor-jupyter/*/*.json)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt \
 		$(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -e ".[course,test]"
@@ -38,6 +39,13 @@ $(STAMP): pyproject.toml constraints.txt Makefile tools/jupyterlab-overrides.jso
 	@cp tools/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	@$(BIN)/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader:assignment-list >/dev/null 2>&1
 	@$(BIN)/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader:course-list >/dev/null 2>&1
+	@# Learners see no Formgrader and no "Create Assignment" sidebar; `make formgrader` turns them
+	@# back on for instructors (tools/instructor-jupyter/ goes first on JUPYTER_CONFIG_PATH).
+	@for plugin in formgrader create-assignment menu; do \
+		$(BIN)/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader:$$plugin >/dev/null 2>&1; \
+		$(BIN)/jupyter labextension lock --level=sys_prefix @jupyter/nbgrader:$$plugin >/dev/null 2>&1; \
+	done
+	@$(BIN)/jupyter server extension disable --sys-prefix nbgrader.server_extensions.formgrader >/dev/null 2>&1
 	@touch $(STAMP)
 
 setup: $(STAMP)
@@ -48,6 +56,11 @@ lab: $(STAMP)
 	@echo "JupyterLab will print its URL below (open the one with /lab?token=...). Ctrl-C stops it."
 	$(BIN)/jupyter lab --no-browser --allow-root --ip=127.0.0.1 --port=$(PORT) \
 		--ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks
+
+formgrader: $(STAMP)
+	@echo "JupyterLab for instructors (Nbgrader menu, Formgrader, Create Assignment). Ctrl-C stops it."
+	JUPYTER_CONFIG_PATH="$(CURDIR)/tools/instructor-jupyter" $(BIN)/jupyter lab --no-browser --allow-root \
+		--ip=127.0.0.1 --port=$(PORT) --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/formgrader
 
 lint: $(STAMP)
 	$(BIN)/ruff check course_lib tests benchmarks tools

@@ -10,6 +10,7 @@ notebooks/.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -18,7 +19,9 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -63,14 +66,16 @@ def browser_path() -> str:
     return path
 
 
-@pytest.fixture
-def lab(tmp_path, browser_path):
-    """JupyterLab on a free loopback port, serving a copy of the released lesson."""
-    shutil.copytree(ROOT / "notebooks" / LESSON, tmp_path / "course" / LESSON)
+@contextlib.contextmanager
+def _jupyterlab(tmp_path: Path, **extra_env: str) -> Iterator[tuple[str, str]]:
+    """(base URL, token) of a JupyterLab on a free loopback port, serving a copy of the released
+    lesson, as `make lab` starts it (plus `extra_env`)."""
+    if not (tmp_path / "course" / LESSON).exists():
+        shutil.copytree(ROOT / "notebooks" / LESSON, tmp_path / "course" / LESSON)
     port, token = _free_port(), secrets.token_hex(16)
     env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(_user_settings(tmp_path / "settings")),
-           "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "OMP_NUM_THREADS": "1"}
-    log = (tmp_path / "lab.log").open("w")
+           "JUPYTER_RUNTIME_DIR": str(tmp_path / f"runtime-{port}"), "OMP_NUM_THREADS": "1", **extra_env}
+    log = (tmp_path / f"lab-{port}.log").open("w")
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
          f"--port={port}", f"--ServerApp.token={token}", f"--ServerApp.root_dir={tmp_path / 'course'}"],
@@ -83,11 +88,11 @@ def lab(tmp_path, browser_path):
                     break
             except OSError:
                 if server.poll() is not None:
-                    pytest.fail(f"JupyterLab exited: {(tmp_path / 'lab.log').read_text()[-2000:]}")
+                    pytest.fail(f"JupyterLab exited: {Path(log.name).read_text()[-2000:]}")
                 time.sleep(0.5)
         else:
-            pytest.fail(f"JupyterLab did not start: {(tmp_path / 'lab.log').read_text()[-2000:]}")
-        yield f"{base}/lab/tree/{LESSON}/{LESSON}.ipynb?token={token}"
+            pytest.fail(f"JupyterLab did not start: {Path(log.name).read_text()[-2000:]}")
+        yield base, token
     finally:
         server.terminate()
         try:
@@ -95,6 +100,45 @@ def lab(tmp_path, browser_path):
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
+
+
+@pytest.fixture
+def lab(tmp_path, browser_path):
+    """The learner's JupyterLab, on the released lesson."""
+    with _jupyterlab(tmp_path) as (base, token):
+        yield f"{base}/lab/tree/{LESSON}/{LESSON}.ipynb?token={token}"
+
+
+def _status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def _page_config(base: str, token: str) -> dict:
+    with urllib.request.urlopen(f"{base}/lab?token={token}", timeout=10) as response:
+        html = response.read().decode()
+    start = html.index('id="jupyter-config-data"')
+    start = html.index(">", start) + 1
+    return json.loads(html[start:html.index("</script>", start)])
+
+
+def test_the_formgrader_is_for_instructors_only(tmp_path):
+    """`make lab` (learners): no Formgrader page, no Nbgrader menu, no Create Assignment sidebar.
+    `make formgrader` (tools/instructor-jupyter/ first on JUPYTER_CONFIG_PATH): all three."""
+    hidden = {"@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment", "@jupyter/nbgrader:menu"}
+    with _jupyterlab(tmp_path) as (base, token):
+        assert _status(f"{base}/formgrader?token={token}") == 404, (
+            "a learner's JupyterLab serves /formgrader: `make setup` should disable the formgrader server extension")
+        disabled = set(_page_config(base, token)["disabledExtensions"])
+        assert hidden <= disabled, f"a learner's JupyterLab shows nbgrader's {sorted(hidden - disabled)}"
+    instructor = str(ROOT / "tools" / "instructor-jupyter")
+    with _jupyterlab(tmp_path, JUPYTER_CONFIG_PATH=instructor) as (base, token):
+        assert _status(f"{base}/formgrader?token={token}") == 200, "`make formgrader` does not serve /formgrader"
+        disabled = set(_page_config(base, token)["disabledExtensions"])
+        assert not hidden & disabled, f"`make formgrader` still hides {sorted(hidden & disabled)}"
 
 
 def test_run_all_in_jupyterlab_reaches_the_end_with_unanswered_exercises(lab, browser_path):
@@ -131,10 +175,13 @@ def test_run_all_in_jupyterlab_reaches_the_end_with_unanswered_exercises(lab, br
                 "cell without the raises-exception tag stops JupyterLab's Run All")
 
             for text in ("Would you like to get notified about official Jupyter news",
-                         "Error fetching courses"):
+                         "Error fetching courses", "Create Assignment", "Formgrader"):
                 assert page.get_by_text(text).count() == 0, (
                     f"JupyterLab shows {text!r}: `make setup` should switch it off "
                     "(tools/jupyterlab-overrides.json, the disabled nbgrader lists)")
+            assert page.locator(".lm-MenuBar-itemLabel:text-is('Nbgrader')").count() == 0, (
+                "learners see the Nbgrader menu: `make setup` should disable it (`make formgrader` is "
+                "the instructors' JupyterLab)")
             kernel = page.locator(".jp-Toolbar-kernelName").inner_text().strip()
             assert kernel == KERNEL_DISPLAY_NAME, f"the notebook runs on {kernel!r}"
             assert page.locator(".widget-hslider, .jupyter-widgets.widget-slider").count() >= 1, (

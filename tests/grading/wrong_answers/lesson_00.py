@@ -1,0 +1,96 @@
+"""Lesson 00's wrong answers and right variants (see tests/grading/wrong_answers/__init__.py)."""
+
+from tests.grading.wrong_answers._util import mutate
+
+LESSON = "00_setup"
+
+# Right answers in a learner's style, to put single mistakes into.
+_SOFTMAX = """
+    def stable_softmax(x, dim=-1):
+        shifted = x - x.amax(dim=dim, keepdim=True)
+        exps = torch.exp(shifted)
+        return exps / exps.sum(dim=dim, keepdim=True)
+"""
+
+_CROSS_ENTROPY = """
+    def cross_entropy(logits, targets):
+        m = logits.amax(dim=-1, keepdim=True)
+        lse = m.squeeze(-1) + torch.log(torch.exp(logits - m).sum(dim=-1))
+        correct = logits[torch.arange(logits.shape[0]), targets]
+        return (lse - correct).mean()
+"""
+
+# Plausible wrong answers: the mistakes learners make, at least three per exercise. The k-th
+# wrong answer of every exercise of a lesson share one submission (exercises are graded
+# independently), and each must lose at least one of its exercise's points.
+WRONG: dict[str, list[str]] = {
+    "softmax_answer": [
+        """
+        def stable_softmax(x, dim=-1):  # no shift: exp overflows for scores near 1000
+            exps = torch.exp(x)
+            return exps / exps.sum(dim=dim, keepdim=True)
+        """,
+        mutate(_SOFTMAX, "x.amax(dim=dim, keepdim=True)", "x.max()"),  # the max of the whole tensor
+        mutate(_SOFTMAX, "exps.sum(dim=dim, keepdim=True)", "exps.sum(dim=-1, keepdim=True)"),  # sums the last dim
+        mutate(_SOFTMAX, "shifted = x - ", "x = x.float()\n        shifted = x - "),  # float32 for float64
+        """
+        def stable_softmax(x, dim=-1):  # shifts x in place: the caller's tensor changes
+            x -= x.amax(dim=dim, keepdim=True)
+            exps = x.exp()
+            return exps / exps.sum(dim=dim, keepdim=True)
+        """,
+        """
+        def stable_softmax(x, dim=-1):  # float64 instead of a shift: still overflows past 709
+            exps = torch.exp(x.double())
+            return (exps / exps.sum(dim=dim, keepdim=True)).to(x.dtype)
+        """,
+    ],
+    "cross_entropy_answer": [
+        """
+        def cross_entropy(logits, targets):  # log of the softmax: log 0 = -inf for extreme logits
+            probs = stable_softmax(logits, dim=-1)
+            return -torch.log(probs[torch.arange(len(targets)), targets]).mean()
+        """,
+        mutate(_CROSS_ENTROPY, "(lse - correct).mean()", "(lse - correct).sum()"),  # sum, not mean
+        """
+        def cross_entropy(logits, targets):  # log-sum-exp without the max: overflows
+            lse = torch.log(torch.exp(logits).sum(dim=-1))
+            return (lse - logits[torch.arange(len(targets)), targets]).mean()
+        """,
+        mutate(_CROSS_ENTROPY, "m = logits.amax(dim=-1, keepdim=True)",
+               "logits = logits.float()\n        m = logits.amax(dim=-1, keepdim=True)"),  # float32 result
+        """
+        def cross_entropy(logits, targets):  # subtracts the max in place: the caller's logits change
+            m = logits.amax(dim=-1, keepdim=True)
+            logits -= m
+            lse = torch.log(torch.exp(logits).sum(dim=-1))
+            return (lse - logits[torch.arange(len(targets)), targets]).mean()
+        """,
+        mutate(_CROSS_ENTROPY, "logits.amax(dim=-1, keepdim=True)", "logits.max()"),  # one max for all rows
+    ],
+}
+
+# Right answers written differently from the solution: each must earn its exercise's full points.
+RIGHT: dict[str, str] = {
+    "softmax_answer": """
+        from __future__ import annotations
+
+        def stable_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+            moved = torch.movedim(x, dim, -1)                   # the normalised axis last
+            top = torch.max(moved, dim=-1, keepdim=True).values
+            e = torch.exp(torch.sub(moved, top))
+            return torch.movedim(e / torch.sum(e, dim=-1, keepdim=True), -1, dim)
+    """,
+    "cross_entropy_answer": """
+        from typing import Final
+
+        def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+            ROWS: Final = -1
+            total = torch.zeros((), dtype=logits.dtype)
+            for row, target in zip(logits, targets.tolist()):   # one row at a time
+                top = torch.max(row)
+                lse = top + torch.log(torch.sum(torch.exp(row - top), dim=ROWS))
+                total = total + (lse - row[target])
+            return total / logits.shape[0]
+    """,
+}

@@ -1,0 +1,180 @@
+"""Lesson 03's wrong answers and right variants (see tests/grading/wrong_answers/__init__.py)."""
+
+from tests.grading.wrong_answers._util import mutate
+
+LESSON = "03_attention"
+
+# Right answers in a learner's style, to put single mistakes into.
+_SCORES = """
+    def attention_scores(q, k):
+        d = q.shape[-1]
+        return q @ k.transpose(-2, -1) / math.sqrt(d)
+"""
+
+_MASK = """
+    def apply_mask(scores, mask):
+        if mask.dtype == torch.bool:
+            return scores.masked_fill(~mask, float("-inf"))
+        return scores + mask
+"""
+
+_SOFTMAX = """
+    def stable_softmax(x, dim=-1):
+        m = x.amax(dim=dim, keepdim=True)
+        m = torch.where(m == float("-inf"), torch.zeros_like(m), m)
+        e = torch.exp(x - m)
+        total = e.sum(dim=dim, keepdim=True)
+        return e / torch.where(total == 0, torch.ones_like(total), total)
+"""
+
+_ATTENTION = """
+    def attention(q, k, v, mask=None, is_causal=False):
+        scores = attention_scores(q, k)
+        Tq, Tk = scores.shape[-2], scores.shape[-1]
+        if is_causal:
+            if Tk < Tq:
+                raise ValueError(f"is_causal needs Tk >= Tq, got Tq={Tq}, Tk={Tk}")
+            allowed = torch.ones(Tq, Tk, dtype=torch.bool).tril(diagonal=Tk - Tq)
+            scores = apply_mask(scores, allowed)
+        if mask is not None:
+            scores = apply_mask(scores, mask)
+        weights = stable_softmax(scores, dim=-1)
+        return weights @ v, weights
+"""
+
+_HEADS = """
+    def split_heads(x, n_heads):
+        B, T, D = x.shape
+        return x.reshape(B, T, n_heads, D // n_heads).transpose(1, 2)
+
+
+    def merge_heads(x):
+        B, H, T, d_h = x.shape
+        return x.transpose(1, 2).reshape(B, T, H * d_h)
+"""
+
+# Plausible wrong answers: the mistakes learners make, three or more per exercise.
+WRONG: dict[str, list[str]] = {
+    "scores_answer": [
+        mutate(_SCORES, "/ math.sqrt(d)", "/ d"),  # divides by d, not sqrt(d)
+        mutate(_SCORES, "q @ k.transpose(-2, -1)",
+               "q.float() @ k.float().transpose(-2, -1)"),  # float32 whatever q's dtype
+        mutate(_SCORES, "d = q.shape[-1]", "d = k.shape[-2]"),  # scales by sqrt(Tk), not sqrt(d)
+        """
+        def attention_scores(q, k):  # scales q in place: the caller's q changes
+            q /= math.sqrt(q.shape[-1])
+            return q @ k.transpose(-2, -1)
+        """,
+        mutate(_SCORES, "d = q.shape[-1]", "d = q.shape[1]"),  # dim 1 is d only without batch dims
+    ],
+    "mask_answer": [
+        mutate(_MASK, "masked_fill(~mask", "masked_fill(mask"),  # True read as "blocked"
+        mutate(_MASK, "scores.masked_fill(~mask", "scores.masked_fill_(~mask"),  # changes scores in place
+        mutate(_MASK, 'float("-inf"))', "-1e9)"),  # -1e9, as the notes' module, not -inf
+        mutate(_MASK, "mask.dtype == torch.bool", "mask.dtype != torch.float32"),  # float64 masks
+        """
+        def apply_mask(scores, mask):  # a float mask only blocks where it is -inf, ignores the rest
+            if mask.dtype != torch.bool:
+                mask = mask != float("-inf")
+            return scores.masked_fill(~mask, float("-inf"))
+        """,
+    ],
+    "softmax_answer": [
+        """
+        def stable_softmax(x, dim=-1):  # no shift: exp(1000) overflows
+            e = torch.exp(x)
+            total = e.sum(dim=dim, keepdim=True)
+            return e / torch.where(total == 0, torch.ones_like(total), total)
+        """,
+        mutate(_SOFTMAX, '        m = torch.where(m == float("-inf"), torch.zeros_like(m), m)\n',
+               ""),  # a fully masked row: -inf - (-inf) = NaN
+        """
+        def stable_softmax(x, dim=-1):  # log-sum-exp: NaN for a fully masked row
+            return torch.exp(x - torch.logsumexp(x, dim=dim, keepdim=True))
+        """,
+        mutate(_SOFTMAX, "m = x.amax(dim=dim, keepdim=True)", "m = x.amax()"),  # one max for the tensor
+        mutate(_SOFTMAX, "m = x.amax(dim=dim, keepdim=True)",
+               "x = x.float()\n        m = x.amax(dim=dim, keepdim=True)"),  # float32 output
+        """
+        def stable_softmax(x, dim=-1):  # -inf replaced by -1e9: a masked row becomes uniform
+            x = x.clamp_min(-1e9)
+            e = torch.exp(x - x.amax(dim=dim, keepdim=True))
+            return e / e.sum(dim=dim, keepdim=True)
+        """,
+    ],
+    "attention_answer": [
+        mutate(_ATTENTION, "tril(diagonal=Tk - Tq)", "tril()"),  # causal pattern aligned to the start
+        mutate(_ATTENTION, "if mask is not None:", "elif mask is not None:"),  # is_causal drops mask
+        mutate(_ATTENTION,  # no error for fewer keys than queries
+               '            if Tk < Tq:\n                raise ValueError(f"is_causal needs Tk >= Tq, '
+               'got Tq={Tq}, Tk={Tk}")\n', ""),
+        mutate(_ATTENTION, "stable_softmax(scores, dim=-1)", "stable_softmax(scores, dim=-2)"),
+        mutate(_ATTENTION, "return weights @ v, weights", "return weights @ v / math.sqrt(v.shape[-1]), "
+               "weights"),  # scales the output too
+        mutate(_ATTENTION,  # mask & causal: fails for a float mask
+               "            scores = apply_mask(scores, allowed)\n        if mask is not None:\n",
+               "            mask = allowed if mask is None else mask & allowed\n        if mask is not None:\n"),
+    ],
+    "heads_answer": [
+        mutate(_HEADS, "x.reshape(B, T, n_heads, D // n_heads).transpose(1, 2)",
+               "x.reshape(B, n_heads, T, D // n_heads)"),  # a plain reshape mixes positions
+        mutate(_HEADS, "x.transpose(1, 2).reshape(B, T, H * d_h)",
+               "x.reshape(B, T, H * d_h)"),  # merge without the transpose
+        mutate(_HEADS, "x.reshape(B, T, n_heads, D // n_heads).transpose(1, 2)",
+               "x.reshape(B, T, D // n_heads, n_heads).permute(0, 3, 1, 2)"),  # every H-th column
+        mutate(_HEADS, "x.transpose(1, 2).reshape(B, T, H * d_h)",
+               "x.permute(0, 2, 3, 1).reshape(B, T, H * d_h)"),  # interleaves the heads' columns
+    ],
+}
+
+# Right answers written differently from the solution: each must earn full points.
+RIGHT: dict[str, str] = {
+    "scores_answer": """
+        from __future__ import annotations
+
+        def attention_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+            scale = q.size(-1) ** -0.5
+            return torch.einsum("...id,...jd->...ij", q * scale, k)
+    """,
+    "mask_answer": """
+        def apply_mask(scores, mask):
+            if mask.dtype is torch.bool:
+                blocked = torch.full_like(scores, -math.inf)
+                return torch.where(mask, scores, blocked)
+            return torch.add(scores, mask)
+    """,
+    "softmax_answer": """
+        def stable_softmax(x, dim=-1):
+            x = x.movedim(dim, -1)
+            m = x.max(dim=-1, keepdim=True).values
+            m = m.nan_to_num(neginf=0.0)
+            e = (x - m).exp()
+            out = e / e.sum(-1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
+            return out.movedim(-1, dim)
+    """,
+    "attention_answer": """
+        from typing import Optional
+
+        def attention(q, k, v, mask: Optional[torch.Tensor] = None, is_causal: bool = False):
+            s = attention_scores(q, k)
+            Tq, Tk = s.shape[-2:]
+            if is_causal:
+                if Tq > Tk:
+                    raise ValueError("is_causal: more queries than keys")
+                i = torch.arange(Tq)[:, None] + (Tk - Tq)        # query i's position among keys
+                j = torch.arange(Tk)[None, :]
+                s = apply_mask(s, torch.zeros(Tq, Tk).masked_fill(j > i, -math.inf))
+            if mask is not None:
+                s = apply_mask(s, mask)
+            w = stable_softmax(s)
+            return torch.einsum("...qk,...kd->...qd", w, v), w
+    """,
+    "heads_answer": """
+        def split_heads(x, n_heads):
+            return torch.stack(x.chunk(n_heads, dim=-1), dim=1)
+
+
+        def merge_heads(x):
+            return torch.cat(x.unbind(dim=1), dim=-1)
+    """,
+}
