@@ -125,3 +125,74 @@ def test_forbid_python_function_code_is_restored():
     with forbid(F.softmax):
         assert F.softmax.__code__ is not original_code
     assert F.softmax.__code__ is original_code
+
+
+# --- a learner's exception inside a hidden test names the case ---------------------------------
+
+
+def _divides_by_zero(logits, p):
+    return logits / 0 if isinstance(logits, int) else 1 / 0
+
+
+def _needs_positive(p):
+    if p <= 0:
+        raise ValueError("p must be positive")
+    return p
+
+
+def test_reports_errors_names_the_call_and_its_arguments_and_keeps_the_cause():
+    wrapped = grading.reports_errors(_divides_by_zero, name="keep_top_p")
+    with pytest.raises(AssertionError) as caught:
+        wrapped(torch.tensor([0.4, 0.2, 0.2, 0.2]).log(), 0.5)
+    message = str(caught.value)
+    assert message.startswith("keep_top_p(tensor([-0.9163, -1.6094, -1.6094, -1.6094], torch.float32), 0.5) ")
+    assert message.endswith("raised ZeroDivisionError: division by zero")
+    assert isinstance(caught.value.__cause__, ZeroDivisionError)
+    with pytest.raises(AssertionError, match=r"keep_top_p\(a \(6, 5, 40\) float64 tensor, p=0\.3\)"):
+        wrapped(torch.zeros(6, 5, 40, dtype=torch.float64), p=0.3)
+
+
+def test_reports_errors_passes_results_assertions_and_forbidden_calls_through():
+    assert grading.reports_errors(_needs_positive)(2) == 2
+    wrapped = grading.reports_errors(lambda: grading.assert_equal(1, 2, name="the count"))
+    with pytest.raises(AssertionError, match="the count") as caught:
+        wrapped()
+    assert not isinstance(caught.value, grading.CaseError)
+    with forbid(torch.softmax), pytest.raises(ForbiddenCallError):
+        grading.reports_errors(lambda x: torch.softmax(x, 0))(torch.ones(2))
+
+
+def test_reports_errors_wraps_once_and_leaves_classes_alone():
+    wrapped = grading.reports_errors(_needs_positive)
+    assert grading.reports_errors(wrapped) is wrapped
+    assert grading.reports_errors(torch.nn.Linear) is torch.nn.Linear
+    assert wrapped.__name__ == "_needs_positive"
+
+
+def test_assert_raises_sees_the_learners_own_exception_type_through_reports_errors():
+    wrapped = grading.reports_errors(_needs_positive)
+    error = grading.assert_raises(ValueError, wrapped, -1, name="p = -1")
+    assert isinstance(error, ValueError)
+    with pytest.raises(AssertionError, match="must raise TypeError; it raised ValueError"):
+        grading.assert_raises(TypeError, wrapped, -1, name="p = -1")
+
+
+def test_case_names_the_case_for_errors_and_not_for_assertions():
+    with pytest.raises(grading.CaseError, match=r"^top_p with four equal tokens raised ZeroDivisionError"):
+        with grading.case("top_p with four equal tokens"):
+            _ = 1 / 0
+    with pytest.raises(AssertionError, match="^plain$") as caught, grading.case("a case"):
+        raise AssertionError("plain")
+    assert not isinstance(caught.value, grading.CaseError)
+
+
+@pytest.mark.parametrize(("value", "described"), [
+    (torch.tensor([1, 2]), "tensor([1, 2], torch.int64)"),
+    (torch.zeros(2, 2), "tensor([0.0, 0.0, 0.0, 0.0], shape (2, 2), torch.float32)"),
+    (torch.nn.Linear(2, 3), "a Linear"),
+    (0.1, "0.1"),
+    (list(range(10)), "a list of 10"),
+    ("x" * 100, "a str ('xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...)"),
+])
+def test_describe_argument_is_short(value, described):
+    assert grading.describe_argument(value) == described
