@@ -86,7 +86,8 @@ WRONG: dict[str, list[str]] = {
         """,
     ],
     "cosine_answer": [
-        mutate(_COSINE, ".clamp_min(eps)\n        nb", "\n        nb"),  # only b's norm is clamped
+        mutate(_COSINE, "nb = b.norm(dim=dim, keepdim=True).clamp_min(eps)",
+               "nb = b.norm(dim=dim, keepdim=True)"),  # only a's norm is clamped
         mutate(_COSINE, "(na * nb).squeeze(dim)",
                "(a.norm(dim=dim) * b.norm(dim=dim)).clamp_min(eps)"),  # clamps the product of norms
         mutate(_COSINE, "(a * b).sum(dim=dim)", "(a * b).sum(dim=-1)"),  # dim ignored in the dot

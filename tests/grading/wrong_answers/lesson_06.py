@@ -85,8 +85,13 @@ WRONG: dict[str, list[str]] = {
                "var = (x ** 2).mean(dim=-1, keepdim=True) - mean ** 2"),  # E[x^2] - E[x]^2: cancels
         mutate(_LAYER_NORM, "mean = x.mean(dim=-1, keepdim=True)",
                "x = x.float()\n        mean = x.mean(dim=-1, keepdim=True)"),  # float32 for float64 input
-        mutate(_LAYER_NORM, "        if bias is not None:\n            out = out + bias\n",
-               "        out = out + (bias if bias is not None else 1.0)\n"),  # no bias shifts by 1
+        """
+        def layer_norm(x, weight, bias=None, eps=1e-5):  # statistics over the whole tensor
+            mean = x.mean()
+            var = ((x - mean) ** 2).mean()
+            out = (x - mean) / torch.sqrt(var + eps) * weight
+            return out if bias is None else out + bias
+        """,
     ],
     "ffn_answer": [
         mutate(_FFN, '"gelu": nn.GELU(), ', '"gelu": nn.GELU(approximate="tanh"), '),  # GPT-2's for both

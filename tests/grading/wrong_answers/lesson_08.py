@@ -1,0 +1,262 @@
+"""Lesson 08's wrong answers and right variants (see tests/grading/wrong_answers/__init__.py)."""
+
+from tests.grading.wrong_answers._util import mutate
+
+LESSON = "08_kv_cache"
+
+# A right answer to each exercise in a learner's style, to put single mistakes into.
+_APPEND = """
+    def append_kv(k_buf, v_buf, length, k_new, v_new):
+        B, H, max_len, d = k_buf.shape
+        if k_new.shape != v_new.shape:
+            raise ValueError("k_new and v_new differ")
+        if k_new.shape[0] != B or k_new.shape[1] != H or k_new.shape[3] != d:
+            raise ValueError("k_new does not match the buffers")
+        end = length + k_new.shape[2]
+        if end > max_len:
+            raise ValueError("the cache is full")
+        k_buf[:, :, length:end] = k_new
+        v_buf[:, :, length:end] = v_new
+        return k_buf[:, :, :end], v_buf[:, :, :end], end
+"""
+
+_NEWEST = """
+    import math
+
+    def attend_newest(q, k, v):
+        B, H, _, d = q.shape
+        H_kv = k.shape[1]
+        g = q.reshape(B, H_kv, H // H_kv, d)
+        s = g @ k.transpose(-2, -1) / math.sqrt(d)
+        w = torch.softmax(s, dim=-1)
+        return (w @ v).reshape(B, H, 1, d)
+"""
+
+_ROPE = """
+    import math
+
+    def rope_scores_step(q_new, k_new, k_cache, base=10000.0):
+        L, T, d = k_cache.shape[-2], q_new.shape[-2], q_new.shape[-1]
+        pos = torch.arange(L, L + T)
+        q = apply_rope(q_new, pos, base)
+        k_all = torch.cat([k_cache, apply_rope(k_new, pos, base)], dim=-2)
+        scores = q @ k_all.transpose(-2, -1) / math.sqrt(d)
+        keep = torch.ones(T, L + T, dtype=torch.bool).tril(diagonal=L)
+        return scores.masked_fill(~keep, float("-inf")), k_all
+"""
+
+_GENERATE = """
+    def greedy_generate_cached(model, idx, max_new_tokens):
+        B, T = idx.shape
+        cache = KVCache.for_model(model, batch_size=B, max_len=T + max_new_tokens)
+        out = idx
+        feed = idx
+        with torch.no_grad():
+            for _ in range(max_new_tokens):
+                logits, _ = model(feed, cache=cache)
+                feed = logits[:, -1, :].argmax(dim=-1, keepdim=True)
+                out = torch.cat([out, feed], dim=1)
+        return out
+"""
+
+_BUDGET = """
+    def max_cached_tokens(config, memory_bytes, batch_size=1, dtype=torch.float16):
+        nbytes = torch.finfo(dtype).bits // 8
+        per_token = 2 * config.n_layer * config.n_kv_head * config.head_size * nbytes
+        return int(memory_bytes // (per_token * batch_size))
+"""
+
+# Plausible wrong answers: the mistakes learners make, at least three per exercise. The k-th
+# wrong answer of every exercise of a lesson share one submission (exercises are graded
+# independently), and each must lose at least one of its exercise's points.
+WRONG: dict[str, list[str]] = {
+    "append_answer": [
+        mutate(_APPEND, "if end > max_len:", "if end >= max_len:"),  # refuses to fill the last slot
+        # checks k_new only: a v_new of other heads or length is broadcast into the buffer
+        mutate(_APPEND, """        if k_new.shape != v_new.shape:
+            raise ValueError("k_new and v_new differ")
+""", ""),
+        """
+        def append_kv(k_buf, v_buf, length, k_new, v_new):  # checks heads and head size, not batch
+            B, H, max_len, d = k_buf.shape
+            end = length + k_new.shape[2]
+            if end > max_len:
+                raise ValueError("the cache is full")
+            for new in (k_new, v_new):
+                if new.shape[1] != H or new.shape[3] != d or new.shape[2] != k_new.shape[2]:
+                    raise ValueError("shape mismatch")
+            k_buf[:, :, length:end] = k_new
+            v_buf[:, :, length:end] = v_new
+            return k_buf[:, :, :end], v_buf[:, :, :end], end
+        """,
+        """
+        def append_kv(k_buf, v_buf, length, k_new, v_new):  # writes k before checking v_new
+            B, H, max_len, d = k_buf.shape
+            end = length + k_new.shape[2]
+            if end > max_len:
+                raise ValueError("the cache is full")
+            if k_new.shape[:2] != (B, H) or k_new.shape[3] != d:
+                raise ValueError("k_new does not match the buffers")
+            k_buf[:, :, length:end] = k_new
+            if v_new.shape != k_new.shape:
+                raise ValueError("v_new does not match k_new")
+            v_buf[:, :, length:end] = v_new
+            return k_buf[:, :, :end], v_buf[:, :, :end], end
+        """,
+        """
+        def append_kv(k_buf, v_buf, length, k_new, v_new):  # returns new tensors, not views
+            end = length + k_new.shape[2]
+            if end > k_buf.shape[2] or k_new.shape != v_new.shape or k_new.shape[:2] != k_buf.shape[:2] \\
+                    or k_new.shape[3] != k_buf.shape[3]:
+                raise ValueError("does not fit")
+            k_buf[:, :, length:end] = k_new
+            v_buf[:, :, length:end] = v_new
+            return k_buf[:, :, :end].clone(), v_buf[:, :, :end].clone(), end
+        """,
+        mutate(_APPEND, "return k_buf[:, :, :end], v_buf[:, :, :end], end",
+               "return k_buf[:, :, :end], v_buf[:, :, :end], length + 1"),  # counts one token per call
+    ],
+    "newest_answer": [
+        mutate(_NEWEST, "g = q.reshape(B, H_kv, H // H_kv, d)",
+               "g = q.reshape(B, H // H_kv, H_kv, d).transpose(1, 2)"),  # query head h to KV head h % H_kv
+        mutate(_NEWEST, " / math.sqrt(d)", ""),  # no 1/sqrt(d)
+        mutate(_NEWEST, "w = torch.softmax(s, dim=-1)", "w = torch.softmax(s, dim=-2)"),  # over the heads
+        """
+        def attend_newest(q, k, v):  # repeats the keys for every query head
+            import math
+            n_rep = q.shape[1] // k.shape[1]
+            k = k[:, :, None].expand(-1, -1, n_rep, -1, -1).reshape(k.shape[0], -1, *k.shape[2:])
+            v = v[:, :, None].expand(-1, -1, n_rep, -1, -1).reshape(v.shape[0], -1, *v.shape[2:])
+            w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+            return w @ v
+        """,
+        mutate(_NEWEST, "g = q.reshape(B, H_kv, H // H_kv, d)",
+               "g = q.float().reshape(B, H_kv, H // H_kv, d)"),  # computes in float32 whatever q's dtype
+    ],
+    "rope_answer": [
+        mutate(_ROPE, "pos = torch.arange(L, L + T)", "pos = torch.arange(T)"),  # new tokens at 0 .. T-1
+        mutate(_ROPE, "tril(diagonal=L)", "tril()"),  # the causal mask aligned to the start
+        mutate(_ROPE, "k_all = torch.cat([k_cache, apply_rope(k_new, pos, base)], dim=-2)",
+               "k_all = apply_rope(torch.cat([k_cache, k_new], dim=-2), torch.arange(L + T), base)"),
+        # (above: rotates the already-rotated cached keys a second time)
+        mutate(_ROPE, "L, T, d = k_cache.shape[-2], q_new.shape[-2], q_new.shape[-1]",
+               "L, T, d = k_cache.shape[1], q_new.shape[1], q_new.shape[2]"),  # assumes (B, T, d) inputs
+        mutate(_ROPE, " / math.sqrt(d)", ""),  # no 1/sqrt(d)
+    ],
+    "generate_answer": [
+        """
+        def greedy_generate_cached(model, idx, max_new_tokens):  # no cache: the whole text each step
+            out = idx
+            with torch.no_grad():
+                for _ in range(max_new_tokens):
+                    logits, _ = model(out)
+                    out = torch.cat([out, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+            return out
+        """,
+        mutate(_GENERATE, "logits[:, -1, :].argmax", "logits[:, 0, :].argmax"),  # the first position
+        """
+        def greedy_generate_cached(model, idx, max_new_tokens):  # one step too many for 0 new tokens
+            B, T = idx.shape
+            cache = KVCache.for_model(model, batch_size=B)
+            out = idx
+            with torch.no_grad():
+                logits, _ = model(idx, cache=cache)
+                out = torch.cat([out, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+                for _ in range(max_new_tokens - 1):
+                    logits, _ = model(out[:, -1:], cache=cache)
+                    out = torch.cat([out, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+            return out
+        """,
+        mutate(_GENERATE, "cache = KVCache.for_model(model, batch_size=B, max_len=T + max_new_tokens)",
+               "cache = KVCache.for_model(model, batch_size=1, max_len=T + max_new_tokens)"),  # batch 1
+        """
+        def greedy_generate_cached(model, idx, max_new_tokens):  # refeeds the prompt with the cache
+            B, T = idx.shape
+            out = idx
+            with torch.no_grad():
+                for _ in range(max_new_tokens):
+                    cache = KVCache.for_model(model, batch_size=B, max_len=T + max_new_tokens)
+                    logits, _ = model(out, cache=cache)
+                    out = torch.cat([out, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+            return out
+        """,
+    ],
+    "budget_answer": [
+        mutate(_BUDGET, "config.n_kv_head", "config.n_head"),  # ignores GQA/MQA
+        mutate(_BUDGET, "2 * config.n_layer", "config.n_layer"),  # keys only, no values
+        mutate(_BUDGET, "nbytes = torch.finfo(dtype).bits // 8", "nbytes = 2"),  # float16 whatever dtype
+        mutate(_BUDGET, "return int(memory_bytes // (per_token * batch_size))",
+               "return round(memory_bytes / (per_token * batch_size))"),  # rounds up half the time
+        mutate(_BUDGET, "return int(memory_bytes // (per_token * batch_size))",
+               "return memory_bytes // per_token // batch_size"),  # a float for a float budget
+        mutate(_BUDGET, "config.head_size", "config.n_embd"),  # the whole width for each KV head
+    ],
+}
+
+# Right answers written differently from the solution (other idioms, another order of
+# operations): each must earn its exercise's full points.
+RIGHT: dict[str, str] = {
+    "append_answer": """
+        from __future__ import annotations
+
+        def append_kv(k_buf: torch.Tensor, v_buf: torch.Tensor, length: int,
+                      k_new: torch.Tensor, v_new: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+            B, H, max_len, d = k_buf.shape
+            T = k_new.size(2)
+            problems = [
+                k_new.dim() != 4,
+                tuple(k_new.shape) != tuple(v_new.shape),
+                (k_new.size(0), k_new.size(1), k_new.size(3)) != (B, H, d),
+                length + T > max_len,
+            ]
+            if any(problems):
+                raise ValueError(f"cannot append {tuple(k_new.shape)} after {length} tokens")
+            k_buf.narrow(2, length, T).copy_(k_new)
+            v_buf.narrow(2, length, T).copy_(v_new)
+            return k_buf.narrow(2, 0, length + T), v_buf.narrow(2, 0, length + T), length + T
+    """,
+    "newest_answer": """
+        def attend_newest(q, k, v):
+            B, H, _, d = q.shape
+            G = k.shape[1]
+            grouped = q.view(B, G, H // G, d)
+            scores = torch.einsum("bgrd,bgld->bgrl", grouped, k) * d ** -0.5
+            scores = scores - scores.amax(dim=-1, keepdim=True)
+            weights = scores.exp()
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+            return torch.einsum("bgrl,bgld->bgrd", weights, v).reshape(B, H, 1, d)
+    """,
+    "rope_answer": """
+        def rope_scores_step(q_new, k_new, k_cache, base=10000.0):
+            L, T, d = k_cache.size(-2), q_new.size(-2), q_new.size(-1)
+            where = torch.arange(T) + L
+            k_all = torch.cat((k_cache, apply_rope(k_new, where, base)), -2)
+            scores = torch.matmul(apply_rope(q_new, where, base), k_all.mT) / d ** 0.5
+            query_pos = where[:, None]
+            key_pos = torch.arange(L + T)[None, :]
+            return torch.where(key_pos > query_pos, float("-inf"), scores), k_all
+    """,
+    "generate_answer": """
+        @torch.no_grad()
+        def greedy_generate_cached(model, idx, max_new_tokens):
+            if max_new_tokens == 0:
+                return idx
+            cache = KVCache.for_model(model, idx.size(0), idx.size(1) + max_new_tokens)
+            tokens = [idx]
+            logits, _ = model(idx, cache=cache)
+            while True:
+                tokens.append(torch.argmax(logits[:, -1], dim=-1).unsqueeze(1))
+                if len(tokens) == max_new_tokens + 1:
+                    return torch.cat(tokens, dim=1)
+                logits, _ = model(tokens[-1], cache=cache)
+    """,
+    "budget_answer": """
+        import operator
+        from functools import reduce
+
+        def max_cached_tokens(config, memory_bytes, batch_size=1, dtype=torch.float16):
+            factors = (2, config.n_layer, config.n_kv_head, config.head_size, dtype.itemsize, batch_size)
+            per_step = reduce(operator.mul, factors, 1)
+            return int(memory_bytes // per_step)
+    """,
+}
