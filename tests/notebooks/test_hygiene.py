@@ -69,6 +69,23 @@ def test_every_exercise_has_a_visible_and_a_hidden_test(lesson):
         assert all("forbid(" in cell_source(c) for c in hidden), f"the hidden tests of {grade_id} do not forbid a shortcut"
 
 
+def test_every_exercise_has_three_wrong_answers_and_hidden_tests_that_name_the_case(lesson):
+    """Checked here in milliseconds; the round trip then grades the wrong answers for real."""
+    from tests.grading.wrong_answers import RIGHT_VARIANTS, WRONG_ANSWERS
+
+    cells = _cells(ROOT / "solutions" / lesson / f"{lesson}.ipynb")
+    exercises = {nbgrader_meta(c)["grade_id"] for c in cells if is_answer_cell(c)}
+    wrong = WRONG_ANSWERS.get(lesson, {})
+    short = {e: len(wrong.get(e, [])) for e in sorted(exercises) if len(wrong.get(e, [])) < 3}
+    assert short == {}, f"exercises with fewer than 3 wrong answers in tests/grading/wrong_answers/: {short}"
+    unknown = sorted((set(wrong) | set(RIGHT_VARIANTS.get(lesson, {}))) - exercises)
+    assert unknown == [], f"wrong or right answers for exercises {lesson} does not have: {unknown}"
+    silent = [nbgrader_meta(c)["grade_id"] for c in cells if is_hidden_test_cell(c)
+              and "reports_errors(" not in cell_source(c) and "case(" not in cell_source(c)]
+    assert silent == [], (f"hidden tests {silent} do not name the case when the learner's code raises: "
+                          "rebind the learner's functions with course_lib.grading.reports_errors, or use case()")
+
+
 def test_each_lesson_has_a_written_answer(lesson):
     cells = _cells(ROOT / "solutions" / lesson / f"{lesson}.ipynb")
     written = [c for c in cells if is_written_answer(c)]
