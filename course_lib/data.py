@@ -181,12 +181,16 @@ def get_batch(
     device: str | torch.device = "cpu",
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random windows of token ids: inputs x and next-token targets y, both (batch, block).
+    """Random windows of token ids: inputs x and next-token targets y, both (batch, block) and
+    int64 (what embeddings and cross-entropy take), whatever integer dtype `data` is stored in
+    (uint16 token files, say).
 
     y[b, t] == x[b, t + 1] for t < block - 1: the target of each position is the next token.
     """
     if data.dim() != 1:
         raise ValueError(f"data must be a 1-D tensor of token ids, got shape {tuple(data.shape)}")
+    if data.dtype.is_floating_point or data.dtype.is_complex or data.dtype == torch.bool:
+        raise ValueError(f"data must hold integer token ids, got dtype {data.dtype}; convert it with .long()")
     if block_size < 1 or batch_size < 1:
         raise ValueError(f"batch_size and block_size must be positive, got {batch_size}, {block_size}")
     if len(data) <= block_size:
@@ -196,8 +200,8 @@ def get_batch(
         )
     starts = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
     offsets = torch.arange(block_size)
-    x = data[starts[:, None] + offsets]
-    y = data[starts[:, None] + offsets + 1]
+    x = data[starts[:, None] + offsets].long()
+    y = data[starts[:, None] + offsets + 1].long()
     device = torch.device(device)
     if device.type == "cuda":
         return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)

@@ -672,13 +672,17 @@ def describe_argument(x: Any) -> str:
             values = [round(v, 4) if isinstance(v, float) else v for v in x.flatten().tolist()]
             return f"tensor({values}{'' if x.dim() <= 1 else f', shape {tuple(x.shape)}'}, {x.dtype})"
         return f"a {tuple(x.shape)} {str(x.dtype).removeprefix('torch.')} tensor"
-    if isinstance(x, torch.nn.Module):
+    if isinstance(x, (torch.nn.Module, torch.Generator)):
         return f"a {type(x).__name__}"
+    if callable(x) and hasattr(x, "__name__"):
+        return x.__name__
     if isinstance(x, float):
         return f"{x:g}"
     if isinstance(x, (list, tuple)) and len(x) > 6:
         return f"a {type(x).__name__} of {len(x)}"
     text = repr(x)
+    if " object at 0x" in text:  # a default repr says nothing but the type
+        return f"a {type(x).__name__}"
     return text if len(text) <= 60 else f"a {type(x).__name__} ({text[:40]}...)"
 
 

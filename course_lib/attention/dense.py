@@ -280,10 +280,14 @@ class MultiHeadAttention(nn.Module):
                need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Per-head attention: q (B, H, Tq, d_h), k/v (B, H_kv, Tk, d_h) -> (B, H, Tq, d_h).
 
-        KV heads are repeated to H first (a no-op for plain MHA). Returns (out, weights),
-        weights (B, H, Tq, Tk) only when need_weights (explicit path), else None (fused path).
+        The explicit path (need_weights) repeats the KV heads to H first; the fused path lets
+        PyTorch share each KV head across its group of query heads (`enable_gqa`), without the
+        copy, which would cost GQA and MQA most of their saving at decode time. Returns (out,
+        weights), weights (B, H, Tq, Tk) only when need_weights, else None.
         """
-        k, v = repeat_kv(k, self.n_rep), repeat_kv(v, self.n_rep)
+        if need_weights:
+            k, v = repeat_kv(k, self.n_rep), repeat_kv(v, self.n_rep)
+        gqa = {"enable_gqa": True} if self.n_rep > 1 else {}
         dropout_p = self.dropout if self.training else 0.0
         Tq, Tk = q.shape[-2], k.shape[-2]
         if mask is not None:
@@ -295,12 +299,12 @@ class MultiHeadAttention(nn.Module):
         if is_causal and mask is None and Tq == Tk:
             # PyTorch's is_causal (start-aligned) equals ours when Tq == Tk; it lets the fused
             # kernel skip the masked half instead of reading a mask
-            out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, **gqa)
             return out, None
         mask = _combine_masks(mask, is_causal, Tq, Tk, q.dtype, q.device)
         if mask is not None and mask.dtype != torch.bool:
             mask = mask.to(q.dtype)   # the fused kernel wants the float mask in q's dtype
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, **gqa)
         return out, None
 
     def forward(self, x: torch.Tensor, kv: torch.Tensor | None = None,

@@ -115,58 +115,6 @@ FORBIDDEN_ANSWERS: dict[str, dict[str, str]] = {
                 return ref.merge_heads(x)
         """,
     },
-    "04_attention_variants": {
-        "gqa_answer": """
-            def grouped_query_attention(q, k, v, mask=None):
-                n_rep = q.shape[-3] // k.shape[-3]
-                return ref.scaled_dot_product_attention(q, ref.repeat_kv(k, n_rep), ref.repeat_kv(v, n_rep), mask)[0]
-        """,
-        "kv_bytes_answer": """
-            def kv_cache_bytes(n_layers, n_kv_heads, d_head, bytes_per_value=2, n_tokens=1):
-                return ref.kv_cache_bytes(n_layers, n_kv_heads, d_head, bytes_per_value, n_tokens)
-        """,
-        "local_mask_answer": """
-            def local_mask(T, c):
-                return ref.local_mask(T, c)
-        """,
-        "block_mask_answer": """
-            def block_mask(T, n_blocks, perm):
-                return ref.block_mask(T, n_blocks, perm)
-        """,
-        "banded_answer": """
-            def banded_attention(q, k, v, c):
-                return ref.local_attention(q, k, v, c)
-        """,
-        "linformer_answer": """
-            def linformer_attention(q, k, v, E, F):
-                return ref.linformer_attention(q, k, v, E, F)
-        """,
-    },
-    "05_positional_encodings": {
-        "relpos_answer": """
-            def relative_positions(T, k=None):
-                return ref.relative_positions(T, k)
-        """,
-        "shaw_answer": """
-            def shaw_scores(q, k, rel_k, max_rel):
-                return ref.shaw_scores(q, k, rel_k, max_rel)
-        """,
-        "t5_answer": """
-            def t5_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
-                return ref.t5_relative_bucket(relative_position, bidirectional, num_buckets, max_distance)
-        """,
-        "rope_answer": """
-            def apply_rope(x, positions=None, base=10000.0):
-                return ref.apply_rope(x, positions, base)
-        """,
-        "alibi_answer": """
-            def alibi_slopes(n_heads):
-                return ref.alibi_slopes(n_heads)
-
-            def alibi_bias(n_heads, T):
-                return ref.alibi_bias(n_heads, T)
-        """,
-    },
     "06_transformer_block": {
         "layer_norm_answer": """
             def layer_norm(x, weight, bias=None, eps=1e-5):

@@ -162,3 +162,15 @@ def test_get_batch_rejects_bad_input():
         data.get_batch(torch.arange(8), 2, 8)
     with pytest.raises(ValueError, match="1-D"):
         data.get_batch(torch.zeros(4, 4, dtype=torch.long), 2, 2)
+    with pytest.raises(ValueError, match="integer token ids"):
+        data.get_batch(torch.arange(20, dtype=torch.float32), 2, 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.uint16, torch.int32, torch.int64])
+def test_get_batch_returns_int64_ids_whatever_the_storage_dtype(dtype):
+    tokens = torch.arange(200).to(dtype)
+    x, y = data.get_batch(tokens, 3, 5, generator=torch.Generator().manual_seed(1))
+    assert x.dtype == y.dtype == torch.int64
+    assert torch.equal(y[:, :-1], x[:, 1:])
+    x64, _ = data.get_batch(tokens.long(), 3, 5, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(x, x64)

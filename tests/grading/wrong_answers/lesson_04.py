@@ -277,15 +277,15 @@ RIGHT: dict[str, str] = {
     """,
     "banded_answer": """
         def banded_attention(q, k, v, c):
-            # one query at a time, against its own window only
-            T, r = q.shape[-2], (c - 1) // 2
-            scale = 1 / math.sqrt(q.shape[-1])
-            rows = []
-            for i in range(T):
-                lo, hi = max(0, i - r), min(T, i + r + 1)
-                s = torch.einsum("...d,...kd->...k", q[..., i, :], k[..., lo:hi, :]) * scale
-                rows.append(torch.einsum("...k,...kd->...d", s.softmax(-1), v[..., lo:hi, :]))
-            return torch.stack(rows, dim=-2)
+            # zero-pad the sequence, then a sliding-window view: one row of c keys per query
+            T, d = q.shape[-2], q.shape[-1]
+            r = c // 2
+            k_win = torch.nn.functional.pad(k, (0, 0, r, r)).unfold(-2, c, 1)    # (..., T, d, c)
+            v_win = torch.nn.functional.pad(v, (0, 0, r, r)).unfold(-2, c, 1)    # (..., T, d_v, c)
+            s = torch.einsum("...td,...tdw->...tw", q, k_win) / math.sqrt(d)
+            key = torch.arange(T)[:, None] + torch.arange(-r, r + 1)[None, :]
+            s = s.masked_fill((key < 0) | (key >= T), float("-inf"))
+            return torch.einsum("...tw,...tdw->...td", s.softmax(-1), v_win)
     """,
     "linformer_answer": """
         def linformer_attention(q, k, v, E, F):

@@ -138,6 +138,8 @@ WRONG: dict[str, list[str]] = {
                "ref.t5_relative_bucket(rel, bidirectional)"),
         # the future masked with 0 instead of -inf
         mutate(_T5, 'float("-inf")', "0.0"),
+        # max_distance left at 128: the log-spaced buckets end in the wrong place
+        mutate(_T5, "bias_table.shape[0], max_distance)", "bias_table.shape[0])"),
     ],
     "rope_answer": [
         # GPT-NeoX's "half" layout: pairs channel i with i + d/2

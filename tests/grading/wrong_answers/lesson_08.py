@@ -72,10 +72,19 @@ _BUDGET = """
 WRONG: dict[str, list[str]] = {
     "append_answer": [
         mutate(_APPEND, "if end > max_len:", "if end >= max_len:"),  # refuses to fill the last slot
-        # checks k_new only: a v_new of other heads or length is broadcast into the buffer
-        mutate(_APPEND, """        if k_new.shape != v_new.shape:
-            raise ValueError("k_new and v_new differ")
-""", ""),
+        """
+        def append_kv(k_buf, v_buf, length, k_new, v_new):  # v_new of fewer tokens is broadcast
+            B, H, max_len, d = k_buf.shape
+            for new in (k_new, v_new):
+                if new.shape[0] != B or new.shape[1] != H or new.shape[3] != d:
+                    raise ValueError("does not match the buffers")
+            end = length + k_new.shape[2]
+            if end > max_len:
+                raise ValueError("the cache is full")
+            k_buf[:, :, length:end] = k_new
+            v_buf[:, :, length:end] = v_new
+            return k_buf[:, :, :end], v_buf[:, :, :end], end
+        """,
         """
         def append_kv(k_buf, v_buf, length, k_new, v_new):  # checks heads and head size, not batch
             B, H, max_len, d = k_buf.shape
@@ -130,8 +139,9 @@ WRONG: dict[str, list[str]] = {
             w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
             return w @ v
         """,
-        mutate(_NEWEST, "g = q.reshape(B, H_kv, H // H_kv, d)",
-               "g = q.float().reshape(B, H_kv, H // H_kv, d)"),  # computes in float32 whatever q's dtype
+        mutate(_NEWEST, "s = g @ k.transpose(-2, -1) / math.sqrt(d)",
+               "g, k, v = g.float(), k.float(), v.float()\n"
+               "        s = g @ k.transpose(-2, -1) / math.sqrt(d)"),  # float32 whatever q's dtype
     ],
     "rope_answer": [
         mutate(_ROPE, "pos = torch.arange(L, L + T)", "pos = torch.arange(T)"),  # new tokens at 0 .. T-1
