@@ -662,7 +662,18 @@ def _raises_message(name: str, expected: str, outcome: str, hint: str | None) ->
 
 
 class CaseError(AssertionError):
-    """The learner's code raised while a test ran one named case."""
+    """The learner's code raised while a test ran one named case; `learner_error` is what it raised."""
+
+    learner_error: BaseException | None = None
+
+
+def _case_error(description: str, error: BaseException) -> CaseError:
+    """The error a test fails with. It is raised `from None`: its message says everything a
+    learner sees of a hidden test, and formatting a deep traceback (a runaway recursion) can fail
+    in IPython, which would leave the cell without an error."""
+    case_error = CaseError(f"{description} raised {type(error).__name__}: {error}")
+    case_error.learner_error = error.with_traceback(None)
+    return case_error
 
 
 def describe_argument(x: Any) -> str:
@@ -704,7 +715,7 @@ def case(description: str) -> Iterator[None]:
     except (AssertionError, ForbiddenCallError):
         raise
     except Exception as error:
-        raise CaseError(f"{description} raised {type(error).__name__}: {error}") from error
+        raise _case_error(description, error) from None
 
 
 def reports_errors(function: Callable, name: str | None = None) -> Callable:
@@ -728,7 +739,7 @@ def reports_errors(function: Callable, name: str | None = None) -> Callable:
         except (AssertionError, ForbiddenCallError):
             raise
         except Exception as error:
-            raise CaseError(f"{describe_call(label, args, kwargs)} raised {type(error).__name__}: {error}") from error
+            raise _case_error(describe_call(label, args, kwargs), error) from None
 
     reporting.__reports_errors__ = True  # type: ignore[attr-defined]
     return reporting

@@ -36,6 +36,8 @@ def _error(cell) -> str | None:
     for out in cell.outputs:
         if out.output_type == "error":
             return f"{out.ename}: {out.evalue}"
+        if out.output_type == "stream" and "Unexpected exception formatting exception" in out.text:
+            return "an exception whose traceback IPython could not format (the grader's replay fails it)"
     return None
 
 

@@ -22,6 +22,7 @@ from course_lib.attention.grouped import kv_cache_bytes, repeat_kv
 from course_lib.attention.low_rank import LinformerAttention, linformer_attention
 from course_lib.attention.patterns import (
     block_mask,
+    covering_permutations,
     dilated_mask,
     global_local_mask,
     local_mask,
@@ -31,7 +32,7 @@ from course_lib.attention.sparse import block_attention, local_attention
 
 __all__ = [
     "LinformerAttention", "MultiHeadAttention", "block_attention", "block_mask", "causal_mask",
-    "dilated_mask", "flash_attention", "global_local_mask", "kv_cache_bytes", "linformer_attention",
+    "covering_permutations", "dilated_mask", "flash_attention", "global_local_mask", "kv_cache_bytes", "linformer_attention",
     "local_attention", "local_mask", "merge_heads", "random_local_global_mask", "repeat_kv",
     "scaled_dot_product_attention", "split_heads", "stable_softmax",
 ]

@@ -21,8 +21,8 @@ import torch
 
 from course_lib.attention._checks import check_int
 
-__all__ = ["block_mask", "check_blocks", "check_permutation", "check_window", "dilated_mask", "global_local_mask",
-           "local_mask", "random_local_global_mask"]
+__all__ = ["block_mask", "check_blocks", "check_permutation", "check_window", "covering_permutations",
+           "dilated_mask", "global_local_mask", "local_mask", "random_local_global_mask"]
 
 Device = torch.device | str | None
 
@@ -132,6 +132,15 @@ def check_blocks(T: int, n_blocks: int) -> int:
         raise ValueError(f"T={T} is not divisible by n_blocks={n_blocks}: blocks must have equal "
                          f"size T / n_blocks; pad the sequence or pick n_blocks that divides T.")
     return T // n_blocks
+
+
+def covering_permutations(n_blocks: int) -> torch.Tensor:
+    """(n, n) long: n permutations of the blocks whose block-local heads together see every
+    (query block, key block) pair exactly once (a Latin square: no block index repeats in a row
+    or a column). Fewer heads cannot cover every pair: each sees n of the n^2 block pairs."""
+    check_int("n_blocks", n_blocks, 1)
+    index = torch.arange(n_blocks)
+    return (index[None, :] + index[:, None]) % n_blocks
 
 
 def block_mask(T: int, n_blocks: int, perm: Sequence[int] | torch.Tensor | None = None,

@@ -578,3 +578,20 @@ def test_attention_explorer_recomputes_on_sentence_and_mask_changes(plt):
     n_calls = len(calls)
     ui.sentence.value = "the dog chased the cat"     # cached: no new call
     assert len(calls) == n_calls
+
+
+@pytest.mark.parametrize(("n_kv_heads", "is_causal", "masked"), [(2, False, False), (1, True, False), (2, False, True)])
+def test_fused_gqa_attention_reads_the_shared_kv_heads_without_copying_them(n_kv_heads, is_causal, masked):
+    """The fused path lets each KV head serve its group of query heads as it is (enable_gqa):
+    no tensor of H heads' keys is built, and the result equals the explicit path, which repeats."""
+    from course_lib.profiling import record_memory
+
+    mha = _mha(d_model=32, n_heads=8, n_kv_heads=n_kv_heads)
+    q = torch.randn(1, 8, 1, 4, dtype=torch.float64)
+    k, v = torch.randn(2, 1, n_kv_heads, 2048, 4, dtype=torch.float64).unbind(0)
+    mask = (torch.rand(1, 1, 1, 2048) > 0.5) if masked else None
+    with record_memory() as mem:
+        fused, _ = mha.attend(q, k, v, mask=mask, is_causal=is_causal)
+    explicit, _ = mha.attend(q, k, v, mask=mask, is_causal=is_causal, need_weights=True)
+    assert torch.allclose(fused, explicit, atol=1e-12)
+    assert mem.largest_numel < 8 * 2048 * 4, f"a tensor of {mem.largest_shape} was created: K/V repeated to all heads"

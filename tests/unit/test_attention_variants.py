@@ -666,3 +666,16 @@ def test_linformer_attention_rejects_projections_of_different_k():
     q, k, v = _qkv(T=6)
     with pytest.raises(ValueError, match="same k"):
         linformer_attention(q, k, v, torch.zeros(3, 6, dtype=F64), torch.zeros(2, 6, dtype=F64))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8])
+def test_covering_permutations_are_permutations_whose_heads_see_every_pair_once(n):
+    from course_lib.attention import block_mask, covering_permutations
+    from course_lib.attention.patterns import check_permutation
+
+    perms = covering_permutations(n)
+    assert perms.shape == (n, n)
+    check_permutation(perms, n)  # every row a permutation
+    T = 2 * n
+    masks = torch.stack([block_mask(T, n, p) for p in perms])
+    assert torch.equal(masks.sum(0), torch.ones(T, T, dtype=torch.long))  # each pair exactly once

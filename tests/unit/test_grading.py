@@ -147,7 +147,8 @@ def test_reports_errors_names_the_call_and_its_arguments_and_keeps_the_cause():
     message = str(caught.value)
     assert message.startswith("keep_top_p(tensor([-0.9163, -1.6094, -1.6094, -1.6094], torch.float32), 0.5) ")
     assert message.endswith("raised ZeroDivisionError: division by zero")
-    assert isinstance(caught.value.__cause__, ZeroDivisionError)
+    assert isinstance(caught.value.learner_error, ZeroDivisionError)
+    assert caught.value.__suppress_context__  # no deep traceback to format
     with pytest.raises(AssertionError, match=r"keep_top_p\(a \(6, 5, 40\) float64 tensor, p=0\.3\)"):
         wrapped(torch.zeros(6, 5, 40, dtype=torch.float64), p=0.3)
 
@@ -199,3 +200,12 @@ def test_case_names_the_case_for_errors_and_not_for_assertions():
 ])
 def test_describe_argument_is_short(value, described):
     assert grading.describe_argument(value) == described
+
+
+def test_a_runaway_recursion_becomes_a_short_case_error():
+    def recurse(n):
+        return recurse(n + 1)
+
+    with pytest.raises(grading.CaseError, match=r"^recurse\(0\) raised RecursionError") as caught:
+        grading.reports_errors(recurse)(0)
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
