@@ -181,43 +181,6 @@ FORBIDDEN_ANSWERS: dict[str, dict[str, str]] = {
                 return ref.estimate_mfu(ref.flops_per_token(config), tokens_per_second, peak=peak_flops)
         """,
     },
-    "08_kv_cache": {
-        "append_answer": """
-            def append_kv(k_buf, v_buf, length, k_new, v_new):
-                B, H, max_len, d = k_buf.shape
-                end = length + k_new.shape[2]
-                if end > max_len or k_new.shape != v_new.shape or k_new.shape[1] != H or k_new.shape[3] != d:
-                    raise ValueError("does not fit")
-                k_buf[:, :, :end] = torch.cat([k_buf[:, :, :length], k_new], dim=2)
-                v_buf[:, :, :end] = torch.cat([v_buf[:, :, :length], v_new], dim=2)
-                return k_buf[:, :, :end], v_buf[:, :, :end], end
-        """,
-        "newest_answer": """
-            def attend_newest(q, k, v):
-                B, H, _, d = q.shape
-                groups = q.reshape(B, k.shape[1], H // k.shape[1], d)
-                return F.scaled_dot_product_attention(groups, k, v).reshape(B, H, 1, d)
-        """,
-        "rope_answer": """
-            def rope_scores_step(q_new, k_new, k_cache, base=10000.0):
-                from course_lib.positional.self_attention import masked_scores
-                L, T = k_cache.shape[-2], q_new.shape[-2]
-                positions = torch.arange(L, L + T)
-                k_all = torch.cat([k_cache, apply_rope(k_new, positions, base)], dim=-2)
-                scores = apply_rope(q_new, positions, base) @ k_all.transpose(-2, -1) / q_new.shape[-1] ** 0.5
-                return masked_scores(scores, None, is_causal=True), k_all
-        """,
-        "generate_answer": """
-            def greedy_generate_cached(model, idx, max_new_tokens):
-                return generate(model, idx, max_new_tokens, use_cache=True)
-        """,
-        "budget_answer": """
-            def max_cached_tokens(config, memory_bytes, batch_size=1, dtype=torch.float16):
-                per_token = kv_cache_bytes(config.n_layer, config.n_kv_head, config.head_size,
-                                           torch.finfo(dtype).bits // 8)
-                return int(memory_bytes // (per_token * batch_size))
-        """,
-    },
     "09_decoding": {
         "greedy_answer": """
             def greedy_decode(model, idx, max_new_tokens):
@@ -265,7 +228,7 @@ FORBIDDEN_ANSWERS: dict[str, dict[str, str]] = {
         """,
     },
 }
-FORBIDDEN_ANSWERS.update(FORBIDDEN_OVERRIDES)  # lessons whose exercises changed keep theirs beside their wrong answers
+FORBIDDEN_ANSWERS.update(FORBIDDEN_OVERRIDES)  # lessons whose exercises were redesigned keep theirs beside their wrong answers
 
 
 # Hostile answers (issue 14): each targets lesson 00's first answer cell, attacks the grading

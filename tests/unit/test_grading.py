@@ -208,4 +208,5 @@ def test_a_runaway_recursion_becomes_a_short_case_error():
 
     with pytest.raises(grading.CaseError, match=r"^recurse\(0\) raised RecursionError") as caught:
         grading.reports_errors(recurse)(0)
-    assert caught.value.__cause__ is None and caught.value.__suppress_context__
+    assert caught.value.__cause__ is None
+    assert caught.value.__suppress_context__

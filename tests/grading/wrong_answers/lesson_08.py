@@ -23,12 +23,15 @@ _APPEND = """
 _NEWEST = """
     import math
 
-    def attend_newest(q, k, v):
+    def attend_newest(q, k_buf, v_buf, lengths):
         B, H, _, d = q.shape
-        H_kv = k.shape[1]
+        H_kv, max_len = k_buf.shape[1], k_buf.shape[2]
+        valid = torch.arange(max_len) < lengths[:, None]
         g = q.reshape(B, H_kv, H // H_kv, d)
-        s = g @ k.transpose(-2, -1) / math.sqrt(d)
+        s = g @ k_buf.transpose(-2, -1) / math.sqrt(d)
+        s = s.masked_fill(~valid[:, None, None, :], float("-inf"))
         w = torch.softmax(s, dim=-1)
+        v = torch.where(valid[:, None, :, None], v_buf, 0.0)
         return (w @ v).reshape(B, H, 1, d)
 """
 
@@ -126,22 +129,41 @@ WRONG: dict[str, list[str]] = {
                "return k_buf[:, :, :end], v_buf[:, :, :end], length + 1"),  # counts one token per call
     ],
     "newest_answer": [
-        mutate(_NEWEST, "g = q.reshape(B, H_kv, H // H_kv, d)",
-               "g = q.reshape(B, H // H_kv, H_kv, d).transpose(1, 2)"),  # query head h to KV head h % H_kv
-        mutate(_NEWEST, " / math.sqrt(d)", ""),  # no 1/sqrt(d)
-        mutate(_NEWEST, "w = torch.softmax(s, dim=-1)", "w = torch.softmax(s, dim=-2)"),  # over the heads
+        mutate(_NEWEST, "valid = torch.arange(max_len) < lengths[:, None]",
+               "valid = torch.ones(B, max_len, dtype=torch.bool)"),  # ignores the lengths
+        mutate(_NEWEST, "v = torch.where(valid[:, None, :, None], v_buf, 0.0)",
+               "v = v_buf"),  # masks the scores only: weight 0 times a nan value is nan
+        mutate(_NEWEST, "valid = torch.arange(max_len) < lengths[:, None]",
+               "valid = torch.arange(max_len) <= lengths[:, None]"),  # one leftover slot too many
+        mutate(_NEWEST, "valid = torch.arange(max_len) < lengths[:, None]",
+               "valid = torch.arange(max_len) < lengths[:, None] - 1"),  # drops the newest token
+        mutate(mutate(_NEWEST, "~valid[:, None, None, :]", "~valid[:, None, :]"),
+               "valid[:, None, :, None]", "valid[:, :, None]"),  # rows matched to the KV heads
+        mutate(_NEWEST, "w = torch.softmax(s, dim=-1)",
+               "w = s.exp() / s.exp().sum(dim=-1, keepdim=True)"),  # overflows for large scores
         """
-        def attend_newest(q, k, v):  # repeats the keys for every query head
+        def attend_newest(q, k_buf, v_buf, lengths):  # repeats the keys for every query head
             import math
-            n_rep = q.shape[1] // k.shape[1]
-            k = k[:, :, None].expand(-1, -1, n_rep, -1, -1).reshape(k.shape[0], -1, *k.shape[2:])
-            v = v[:, :, None].expand(-1, -1, n_rep, -1, -1).reshape(v.shape[0], -1, *v.shape[2:])
-            w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
-            return w @ v
+            B, H, _, d = q.shape
+            n_rep = H // k_buf.shape[1]
+            k = k_buf.repeat_interleave(n_rep, dim=1).nan_to_num(0.0, 0.0, 0.0)
+            v = v_buf.repeat_interleave(n_rep, dim=1).nan_to_num(0.0, 0.0, 0.0)
+            valid = torch.arange(k.shape[2]) < lengths[:, None]
+            s = (q @ k.transpose(-2, -1) / math.sqrt(d)).masked_fill(~valid[:, None, None], -math.inf)
+            return torch.softmax(s, dim=-1) @ torch.where(valid[:, None, :, None], v, 0.0)
         """,
-        mutate(_NEWEST, "s = g @ k.transpose(-2, -1) / math.sqrt(d)",
-               "g, k, v = g.float(), k.float(), v.float()\n"
-               "        s = g @ k.transpose(-2, -1) / math.sqrt(d)"),  # float32 whatever q's dtype
+        """
+        def attend_newest(q, k_buf, v_buf, lengths):  # expands the keys: matmul copies them
+            import math
+            B, H, _, d = q.shape
+            H_kv, max_len = k_buf.shape[1], k_buf.shape[2]
+            valid = (torch.arange(max_len) < lengths[:, None])[:, None, :, None]
+            k = torch.where(valid, k_buf, 0.0)[:, :, None].expand(-1, -1, H // H_kv, -1, -1)
+            v = torch.where(valid, v_buf, 0.0)
+            s = q.reshape(B, H_kv, H // H_kv, 1, d) @ k.transpose(-2, -1) / math.sqrt(d)
+            s = s.squeeze(-2).masked_fill(~valid[..., 0][:, :, None], -math.inf)
+            return (torch.softmax(s, dim=-1) @ v).reshape(B, H, 1, d)
+        """,
     ],
     "rope_answer": [
         mutate(_ROPE, "pos = torch.arange(L, L + T)", "pos = torch.arange(T)"),  # new tokens at 0 .. T-1
@@ -226,15 +248,23 @@ RIGHT: dict[str, str] = {
             return k_buf.narrow(2, 0, length + T), v_buf.narrow(2, 0, length + T), length + T
     """,
     "newest_answer": """
-        def attend_newest(q, k, v):
+        from __future__ import annotations
+
+        def attend_newest(q: torch.Tensor, k_buf: torch.Tensor, v_buf: torch.Tensor,
+                          lengths: torch.Tensor) -> torch.Tensor:
             B, H, _, d = q.shape
-            G = k.shape[1]
-            grouped = q.view(B, G, H // G, d)
-            scores = torch.einsum("bgrd,bgld->bgrl", grouped, k) * d ** -0.5
-            scores = scores - scores.amax(dim=-1, keepdim=True)
-            weights = scores.exp()
-            weights = weights / weights.sum(dim=-1, keepdim=True)
-            return torch.einsum("bgrl,bgld->bgrd", weights, v).reshape(B, H, 1, d)
+            G = k_buf.shape[1]
+            outputs = []
+            for b in range(B):  # one row at a time: slice its valid tokens
+                n = int(lengths[b])
+                keys, values = k_buf[b, :, :n], v_buf[b, :, :n]  # (G, n, d)
+                grouped = q[b].view(G, H // G, d)
+                scores = torch.einsum("grd,gnd->grn", grouped, keys) * d ** -0.5
+                scores = scores - scores.amax(dim=-1, keepdim=True)
+                weights = scores.exp()
+                weights = weights / weights.sum(dim=-1, keepdim=True)
+                outputs.append(torch.einsum("grn,gnd->grd", weights, values).reshape(H, 1, d))
+            return torch.stack(outputs)
     """,
     "rope_answer": """
         def rope_scores_step(q_new, k_new, k_cache, base=10000.0):
@@ -268,5 +298,48 @@ RIGHT: dict[str, str] = {
             factors = (2, config.n_layer, config.n_kv_head, config.head_size, dtype.itemsize, batch_size)
             per_step = reduce(operator.mul, factors, 1)
             return int(memory_bytes // per_step)
+    """,
+}
+
+# The lesson's entry of tests/grading/submissions.py FORBIDDEN_ANSWERS (it replaces it): answers
+# that call what an exercise forbids; each must earn exactly its exercise's visible points.
+FORBIDDEN: dict[str, str] = {
+    "append_answer": """
+        def append_kv(k_buf, v_buf, length, k_new, v_new):
+            B, H, max_len, d = k_buf.shape
+            end = length + k_new.shape[2]
+            if end > max_len or k_new.shape != v_new.shape or k_new.shape[1] != H or k_new.shape[3] != d:
+                raise ValueError("does not fit")
+            k_buf[:, :, :end] = torch.cat([k_buf[:, :, :length], k_new], dim=2)
+            v_buf[:, :, :end] = torch.cat([v_buf[:, :, :length], v_new], dim=2)
+            return k_buf[:, :, :end], v_buf[:, :, :end], end
+    """,
+    "newest_answer": """
+        def attend_newest(q, k_buf, v_buf, lengths):
+            valid = torch.arange(k_buf.shape[2]) < lengths[:, None]
+            k = torch.where(valid[:, None, :, None], k_buf, 0.0)
+            v = torch.where(valid[:, None, :, None], v_buf, 0.0)
+            return F.scaled_dot_product_attention(
+                q, k, v, attn_mask=valid[:, None, None, :], enable_gqa=True
+            )
+    """,
+    "rope_answer": """
+        def rope_scores_step(q_new, k_new, k_cache, base=10000.0):
+            from course_lib.positional.self_attention import masked_scores
+            L, T = k_cache.shape[-2], q_new.shape[-2]
+            positions = torch.arange(L, L + T)
+            k_all = torch.cat([k_cache, apply_rope(k_new, positions, base)], dim=-2)
+            scores = apply_rope(q_new, positions, base) @ k_all.transpose(-2, -1) / q_new.shape[-1] ** 0.5
+            return masked_scores(scores, None, is_causal=True), k_all
+    """,
+    "generate_answer": """
+        def greedy_generate_cached(model, idx, max_new_tokens):
+            return generate(model, idx, max_new_tokens, use_cache=True)
+    """,
+    "budget_answer": """
+        def max_cached_tokens(config, memory_bytes, batch_size=1, dtype=torch.float16):
+            per_token = kv_cache_bytes(config.n_layer, config.n_kv_head, config.head_size,
+                                       torch.finfo(dtype).bits // 8)
+            return int(memory_bytes // (per_token * batch_size))
     """,
 }
