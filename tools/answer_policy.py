@@ -6,8 +6,9 @@ torch's dispatch internals) could change its own verdict. This module reads each
 as an AST, without running it, and lists what it may not do:
 
 - syntax that is not Python (IPython magics, shell commands);
-- imports outside a short list of maths and array modules and `course_lib` (never
-  `course_lib.grading`);
+- imports outside a list of maths, array and typing modules and `course_lib` (never
+  `course_lib.grading`), and the standard library's string-keyed doors (`operator.attrgetter`,
+  `methodcaller`, `typing.get_type_hints`);
 - the built-ins that reach code or namespaces by name: `getattr`, `setattr`, `eval`, `exec`,
   `compile`, `__import__`, `globals`, `vars`, `get_ipython`, `open`, ...;
 - dunder names and attributes (`__globals__`, `__code__`, `__builtins__`; `__init__` is allowed,
@@ -34,12 +35,17 @@ from dataclasses import dataclass
 ALLOWED_IMPORTS = frozenset({
     "math", "cmath", "collections", "copy", "itertools", "functools", "heapq", "bisect", "dataclasses",
     "re", "regex", "string", "statistics", "random", "numpy", "torch", "torch.nn",
-    "torch.nn.functional",
+    "torch.nn.functional", "torch.linalg",
+    # what careful people write around the maths: annotations, numeric types, operators, timing
+    "__future__", "typing", "collections.abc", "abc", "numbers", "operator", "fractions", "decimal",
+    "enum", "time", "warnings",
 })
 FORBIDDEN_MODULE_PREFIXES = ("course_lib.grading",)
 FORBIDDEN_NAMES = frozenset({
     "getattr", "setattr", "delattr", "eval", "exec", "compile", "__import__", "globals", "locals",
     "vars", "get_ipython", "open", "breakpoint", "input", "exit", "quit", "help", "memoryview",
+    # getattr and eval under other names: attributes picked by a string, annotations evaluated
+    "attrgetter", "methodcaller", "get_type_hints", "ForwardRef", "get_annotations",
 })
 ALLOWED_DUNDERS = frozenset({"__init__"})
 FORBIDDEN_ATTRIBUTES = frozenset({
@@ -53,7 +59,12 @@ FORBIDDEN_ATTRIBUTES = frozenset({
     "input_transformers_post", "events", "kernel", "shell",
     # numpy's door to raw memory
     "ctypeslib", "ctypes",
+    # getattr and eval under other names (operator, typing, inspect)
+    "attrgetter", "methodcaller", "get_type_hints", "ForwardRef", "get_annotations",
 })
+# Attributes an answer may set on any object: a tensor's gradient (`p.grad = None` before
+# accumulating, as `zero_grad(set_to_none=True)` does).
+ASSIGNABLE_ATTRIBUTES = frozenset({"grad"})
 
 MARKERS = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")  # they would cut the feedback apart
 
@@ -205,7 +216,7 @@ def check_answer(source: str, protected: dict[str, str | None] | Iterable[str] =
                 violations.append(Violation(line, "private attribute not allowed", ast.unparse(node)))
             elif node.attr in FORBIDDEN_ATTRIBUTES:
                 violations.append(Violation(line, "attribute not allowed", ast.unparse(node)))
-            if isinstance(node.ctx, (ast.Store, ast.Del)):
+            if isinstance(node.ctx, (ast.Store, ast.Del)) and node.attr not in ASSIGNABLE_ATTRIBUTES:
                 root = _attribute_root(node)
                 if not (isinstance(root, ast.Name) and root.id in built):
                     violations.append(Violation(line, "assignment to an attribute of something other than self",

@@ -35,6 +35,20 @@ def test_every_solution_answer_passes_the_policy(lesson):
     assert {k: v for k, v in broken.items() if v} == {}
 
 
+@pytest.mark.parametrize("lesson", lesson_names(ROOT))
+def test_every_wrong_and_right_answer_of_the_round_trip_passes_the_policy(lesson):
+    """They are honest work: the policy must let them run, so that the tests judge them."""
+    import textwrap
+
+    from tests.grading.wrong_answers import RIGHT_VARIANTS, WRONG_ANSWERS
+
+    protected = protected_names(ROOT / "notebooks" / lesson / f"{lesson}.ipynb")
+    sources = [(f"{e} wrong {k}", s) for e, ss in WRONG_ANSWERS.get(lesson, {}).items() for k, s in enumerate(ss)]
+    sources += [(f"{e} right", s) for e, s in RIGHT_VARIANTS.get(lesson, {}).items()]
+    withheld = {label: [str(v) for v in check_answer(textwrap.dedent(s).strip(), protected)] for label, s in sources}
+    assert {k: v for k, v in withheld.items() if v} == {}
+
+
 @pytest.mark.parametrize("source", [
     "import torch\nimport torch.nn.functional as F\nimport math\nfrom collections import Counter",
     "x = torch.randn(3)\nprint(stable_softmax(x))",
@@ -43,6 +57,13 @@ def test_every_solution_answer_passes_the_policy(lesson):
     "def f(x):\n    torch = 3\n    return torch",  # a local name is not the notebook's `torch`
     "tok = BPETokenizer()\ntok.merges = {}",  # an object the answer built
     "import copy\nm = copy.deepcopy(x)",
+    # careful Python (issue 30's right answers in other styles): annotations, numeric types,
+    # operators, timing, a gradient reset
+    "from __future__ import annotations\ndef f(x: torch.Tensor) -> torch.Tensor:\n    return x",
+    "from typing import Final, Optional\nfrom collections.abc import Sequence\nimport numbers",
+    "import operator\nfrom functools import reduce\nn = reduce(operator.mul, (2, 3), 1)",
+    "from fractions import Fraction\nimport time\nimport warnings\nimport torch.linalg as LA",
+    "def reset(model):\n    for p in model.parameters():\n        p.grad = None",
 ])
 def test_what_learners_ordinarily_write_passes(source):
     assert check_answer(source, LESSON_00_PROTECTED) == []
@@ -68,6 +89,13 @@ def test_each_hostile_answer_is_valid_python_and_caught_for_what_it_does(attack)
     ("m = torch\nm.isclose = None", "assignment to an attribute of something other than self"),
     ("def f(m):\n    m.isclose = None", "assignment to an attribute of something other than self"),
     ("t = (lambda: torch)()\nt.isclose = None", "assignment to an attribute of something other than self"),
+    # getattr and eval under other names stay out with the newly allowed modules
+    ("from operator import attrgetter", "import not allowed"),
+    ("import operator\nf = operator.attrgetter('x')", "attribute not allowed"),
+    ("import operator\nf = operator.methodcaller('x')", "attribute not allowed"),
+    ("from typing import get_type_hints", "import not allowed"),
+    ("import typing\nh = typing.get_type_hints(f)", "attribute not allowed"),
+    ("m = torch\nm.grad.data = None", "assignment to an attribute of something other than self"),
 ])
 def test_single_rules(source, rule):
     assert rule in [v.rule for v in check_answer(source, LESSON_00_PROTECTED)]
