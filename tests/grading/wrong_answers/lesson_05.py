@@ -214,10 +214,9 @@ RIGHT: dict[str, str] = {
             T, d = q.shape[-2], q.shape[-1]
             content = torch.einsum("...id,...jd->...ij", q, k)
             per = torch.einsum("...id,rd->...ir", q, rel_k)  # (..., T, 2k + 1)
-            pos = torch.empty_like(content)
-            for i in range(T):
-                for j in range(T):
-                    pos[..., i, j] = per[..., i, min(max(j - i, -max_rel), max_rel) + max_rel]
+            steps = torch.arange(T)
+            index = (steps[None, :] - steps[:, None]).clamp(-max_rel, max_rel) + max_rel  # (T, T)
+            pos = per.gather(-1, index.expand(*per.shape[:-1], T))  # q_i . a_{clip(j - i)}
             return (content + pos) * d ** -0.5
     """,
     "t5_attention_answer": """
