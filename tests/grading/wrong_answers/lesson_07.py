@@ -206,7 +206,7 @@ RIGHT: dict[str, str] = {
             for (x, y), n in zip(micro_batches, rows):
                 loss = model(x, y)[1] * (n / sum(rows))
                 loss.backward()
-                weighted += float(loss)
+                weighted += loss.item()
             optimizer.step()
             return weighted
     """,
