@@ -9,25 +9,28 @@ can compute each token's K and V once, store them, and at step t project only th
     K = [K_cache; k_t],  V = [V_cache; v_t]               append
     a_t = softmax(q_t K^T / sqrt(d_h)) V                  one query row: no mask needed
 
-`KVCache` preallocates, for every layer, room for `max_len` positions of `n_kv_heads` heads:
+`KVCache` preallocates, for every layer, room for `max_len` positions of `n_kv_head` heads:
 
-    k, v: (n_layers, batch_size, n_kv_heads, max_len, d_head)
+    k, v: (n_layer, batch_size, n_kv_head, max_len, head_size)
 
 so appending writes into memory that already exists (no torch.cat, no reallocation), and a
-model with grouped-query (GQA) or multi-query (MQA) attention stores only its n_kv_heads
+model with grouped-query (GQA) or multi-query (MQA) attention stores only its n_kv_head
 heads: its cache really is n_head / n_kv_head times smaller. Its size is the notes' formula,
 
-    nbytes = batch_size x 2 x n_layers x (n_kv_heads x d_head) x bytes per value x max_len
-           = batch_size x kv_cache_bytes(n_layers, n_kv_heads, d_head, bytes, max_len).
+    nbytes = batch_size x 2 x n_layer x (n_kv_head x head_size) x bytes per value x max_len
+           = batch_size x kv_cache_bytes(n_layer, n_kv_head, head_size, bytes, max_len).
 
 Keys are stored as the attention uses them: with RoPE, already rotated to their positions.
+The sizes have the names of GPTConfig (n_layer, n_kv_head, head_size); the older keywords
+n_layers=, n_kv_heads=, d_head= still work. `KVCache` implements the interface the model talks
+to (course_lib.model.DecoderCache), so the model never reads its fields.
 """
 
 from __future__ import annotations
 
 import torch
 
-from course_lib.attention._checks import check_int
+from course_lib.attention._checks import check_int, renamed_arguments
 from course_lib.attention.grouped import kv_cache_bytes
 
 __all__ = ["KVCache", "KVCacheFullError", "LayerKVCache"]
@@ -40,12 +43,13 @@ class KVCacheFullError(ValueError):
 class KVCache:
     """Preallocated keys and values for every layer of a decoder.
 
-    KVCache(n_layers, batch_size, n_kv_heads, max_len, d_head, dtype=torch.float32, device="cpu")
+    KVCache(n_layer, batch_size, n_kv_head, max_len, head_size, dtype=torch.float32, device="cpu")
 
-    - `update(layer, k, v)` writes k, v (batch_size, n_kv_heads, T, d_head) at the layer's next T
-      positions and returns views of everything that layer holds, (batch_size, n_kv_heads, L + T,
-      d_head). Layers are filled one after the other during a forward pass.
-    - `length`: the positions every layer holds (the number of tokens the cache has seen).
+    - `update(layer, k, v)` writes k, v (batch_size, n_kv_head, T, head_size) at the layer's next
+      T positions and returns views of everything that layer holds, (batch_size, n_kv_head,
+      L + T, head_size). Layers are filled one after the other during a forward pass.
+    - `length`: the positions every layer holds (the number of tokens the cache has seen);
+      `layer_lengths`: each layer's.
     - `nbytes`: the bytes allocated for keys and values; `bytes_used` those holding tokens.
     - `reorder(indices)`: keep batch rows `indices` (beam search), in that order; the batch size
       becomes len(indices), so one prompt's cache can be copied to every beam.
@@ -53,19 +57,25 @@ class KVCache:
     - `KVCache.for_model(model, batch_size, max_len)` reads the sizes from a GPT's config.
     """
 
-    def __init__(self, n_layers: int, batch_size: int, n_kv_heads: int, max_len: int, d_head: int,
+    @renamed_arguments(n_layers="n_layer", n_kv_heads="n_kv_head", d_head="head_size")
+    def __init__(self, n_layer: int, batch_size: int, n_kv_head: int, max_len: int, head_size: int,
                  dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> None:
-        self.n_layers = check_int("n_layers", n_layers, 1)
+        self.n_layer = check_int("n_layer", n_layer, 1)
         batch_size = check_int("batch_size", batch_size, 1)
-        self.n_kv_heads = check_int("n_kv_heads", n_kv_heads, 1)
+        self.n_kv_head = check_int("n_kv_head", n_kv_head, 1)
         self.max_len = check_int("max_len", max_len, 1, "an integer >= 1 (the most tokens the cache holds)")
-        self.d_head = check_int("d_head", d_head, 1)
+        self.head_size = check_int("head_size", head_size, 1)
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise TypeError(f"dtype must be a floating torch.dtype (the model's), got {dtype!r}.")
-        shape = (self.n_layers, batch_size, self.n_kv_heads, self.max_len, self.d_head)
+        shape = (self.n_layer, batch_size, self.n_kv_head, self.max_len, self.head_size)
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
-        self._lengths = [0] * self.n_layers
+        self._lengths = [0] * self.n_layer
+
+    # the older names of the same sizes
+    n_layers = property(lambda self: self.n_layer, doc="n_layer")
+    n_kv_heads = property(lambda self: self.n_kv_head, doc="n_kv_head")
+    d_head = property(lambda self: self.head_size, doc="head_size")
 
     @classmethod
     def for_model(cls, model, batch_size: int, max_len: int | None = None, *,
@@ -100,6 +110,12 @@ class KVCache:
         return min(self._lengths)
 
     @property
+    def layer_lengths(self) -> tuple[int, ...]:
+        """The positions each layer holds; they differ only inside a forward pass (or after one
+        that failed half-way)."""
+        return tuple(self._lengths)
+
+    @property
     def nbytes(self) -> int:
         """Bytes allocated for keys and values (all max_len positions)."""
         return self.k.nbytes + self.v.nbytes
@@ -107,7 +123,7 @@ class KVCache:
     @property
     def bytes_used(self) -> int:
         """Bytes holding the `length` tokens seen so far."""
-        return self.batch_size * kv_cache_bytes(self.n_layers, self.n_kv_heads, self.d_head,
+        return self.batch_size * kv_cache_bytes(self.n_layer, self.n_kv_head, self.head_size,
                                                 self.k.element_size(), self.length)
 
     def __len__(self) -> int:
@@ -120,7 +136,7 @@ class KVCache:
         return LayerKVCache(self, index)
 
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append k, v (batch_size, n_kv_heads, T, d_head) to `layer`; return all its keys and values."""
+        """Append k, v (batch_size, n_kv_head, T, head_size) to `layer`; return all its keys and values."""
         self._check_layer(layer)
         self._check_kv(k, v)
         start = self._lengths[layer]
@@ -161,28 +177,28 @@ class KVCache:
 
     def reset(self) -> None:
         """Forget every token; the buffers stay allocated."""
-        self._lengths = [0] * self.n_layers
+        self._lengths = [0] * self.n_layer
 
     # --- checks ----------------------------------------------------------------------------
     def _check_layer(self, layer: int) -> None:
-        check_int("layer", layer, 0, f"an integer in 0..{self.n_layers - 1}")
-        if layer >= self.n_layers:
-            raise ValueError(f"layer must be in 0..{self.n_layers - 1} (the cache has {self.n_layers} "
+        check_int("layer", layer, 0, f"an integer in 0..{self.n_layer - 1}")
+        if layer >= self.n_layer:
+            raise ValueError(f"layer must be in 0..{self.n_layer - 1} (the cache has {self.n_layer} "
                              f"layers), got {layer}.")
 
     def _check_kv(self, k: torch.Tensor, v: torch.Tensor) -> None:
         for name, x in (("k", k), ("v", v)):
             if not isinstance(x, torch.Tensor):
                 raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}.")
-        expected = f"(batch_size={self.batch_size}, n_kv_heads={self.n_kv_heads}, T, d_head={self.d_head})"
+        expected = f"(batch_size={self.batch_size}, n_kv_head={self.n_kv_head}, T, head_size={self.head_size})"
         if k.shape != v.shape:
             raise ValueError(f"k and v must have the same shape {expected}, got {tuple(k.shape)} and "
                              f"{tuple(v.shape)}.")
         B, H, T, d = k.shape if k.dim() == 4 else (None,) * 4
-        if (B, H, d) != (self.batch_size, self.n_kv_heads, self.d_head) or T == 0:
+        if (B, H, d) != (self.batch_size, self.n_kv_head, self.head_size) or T == 0:
             hint = ""
-            if k.dim() == 4 and H != self.n_kv_heads and d == self.d_head:
-                hint = (" Cache the n_kv_heads key/value heads before they are repeated for the "
+            if k.dim() == 4 and H != self.n_kv_head and d == self.head_size:
+                hint = (" Cache the n_kv_head key/value heads before they are repeated for the "
                         "query heads (GQA/MQA).")
             elif k.dim() == 3:
                 hint = " Split the heads first: (B, T, H*d) -> (B, H, T, d)."
@@ -196,8 +212,8 @@ class KVCache:
                              "create the cache on the model's device.")
 
     def __repr__(self) -> str:
-        return (f"KVCache(n_layers={self.n_layers}, batch_size={self.batch_size}, n_kv_heads="
-                f"{self.n_kv_heads}, max_len={self.max_len}, d_head={self.d_head}, dtype={self.dtype}, "
+        return (f"KVCache(n_layer={self.n_layer}, batch_size={self.batch_size}, n_kv_head="
+                f"{self.n_kv_head}, max_len={self.max_len}, head_size={self.head_size}, dtype={self.dtype}, "
                 f"length={self.length}, nbytes={self.nbytes:,})")
 
 
@@ -209,7 +225,7 @@ class LayerKVCache:
 
     @property
     def length(self) -> int:
-        return self.cache._lengths[self.index]
+        return self.cache.layer_lengths[self.index]
 
     def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.cache.update(self.index, k, v)

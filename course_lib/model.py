@@ -28,9 +28,13 @@ stream's variance does not grow with depth, and the output head tied to the toke
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import torch
 import torch.nn as nn
@@ -38,11 +42,12 @@ import torch.nn.functional as F
 
 from course_lib.attention import MultiHeadAttention
 from course_lib.attention._checks import check_int
+from course_lib.data import CharVocab
 from course_lib.embeddings import _check_ids, sinusoidal_encoding
 from course_lib.positional import RotaryMultiHeadAttention, alibi_bias
 
-__all__ = ["ACTIVATIONS", "POS_ENCODINGS", "Block", "GPT", "GPTClassifier", "GPTConfig", "LayerNorm",
-           "MLP", "PostLNBlock", "count_parameters", "load_pretrained"]
+__all__ = ["ACTIVATIONS", "POS_ENCODINGS", "Block", "DecoderCache", "GPT", "GPTClassifier", "GPTConfig",
+           "LayerCache", "LayerNorm", "MLP", "PostLNBlock", "count_parameters", "load_pretrained"]
 
 POS_ENCODINGS = ("learned", "sinusoidal", "rope", "alibi", "none")
 ACTIVATIONS = {
@@ -107,6 +112,35 @@ class GPTConfig:
     @property
     def head_size(self) -> int:
         return self.n_embd // self.n_head
+
+
+@runtime_checkable
+class LayerCache(Protocol):
+    """What one attention layer needs from a KV cache: append the new tokens' keys and values,
+    (B, n_kv_head, T, head_size), and get back every position the layer holds."""
+
+    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+@runtime_checkable
+class DecoderCache(Protocol):
+    """The interface between GPT and a KV cache (course_lib.kv_cache.KVCache is one; lesson 10's
+    learners write their own). GPT reads the sizes to check the cache fits it, `length` for the
+    new tokens' positions, `layer_lengths` to refuse a cache left half-written by a failed
+    forward, and hands `layer(i)` to block i."""
+
+    n_layer: int
+    n_kv_head: int
+    head_size: int
+    batch_size: int
+
+    @property
+    def length(self) -> int: ...
+
+    @property
+    def layer_lengths(self) -> tuple[int, ...]: ...
+
+    def layer(self, index: int) -> LayerCache: ...
 
 
 def count_parameters(config: GPTConfig) -> int:
@@ -348,30 +382,29 @@ class GPT(nn.Module):
             x = block(x, score_bias, rope_positions, None if cache is None else cache.layer(i))
         return self.ln_f(x)
 
-    def _check_cache(self, cache, idx: torch.Tensor) -> int:
+    def _check_cache(self, cache: DecoderCache, idx: torch.Tensor) -> int:
         """The number of tokens the cache holds, after checking that it was made for this model."""
-        from course_lib.kv_cache import KVCache
-
-        if not isinstance(cache, KVCache):
-            raise TypeError(f"cache must be a course_lib.kv_cache.KVCache, got {type(cache).__name__}; "
+        if not isinstance(cache, DecoderCache):
+            raise TypeError(f"cache must be a KV cache (course_lib.model.DecoderCache: "
+                            f"course_lib.kv_cache.KVCache is one), got {type(cache).__name__}; "
                             "create one with KVCache.for_model(model, batch_size).")
         c = self.config
-        got = (cache.n_layers, cache.n_kv_heads, cache.d_head)
+        got = (cache.n_layer, cache.n_kv_head, cache.head_size)
         if got != (c.n_layer, c.n_kv_head, c.head_size):
-            raise ValueError(f"this cache has (n_layers, n_kv_heads, d_head) = {got}, the model needs "
+            raise ValueError(f"this cache has (n_layer, n_kv_head, head_size) = {got}, the model needs "
                              f"{(c.n_layer, c.n_kv_head, c.head_size)}: create it with "
                              "KVCache.for_model(model, batch_size).")
         if isinstance(idx, torch.Tensor) and idx.dim() == 2 and idx.shape[0] != cache.batch_size:
             raise ValueError(f"idx has batch size {idx.shape[0]}, the cache {cache.batch_size}: one "
                              "cache row per sequence (cache.reorder(indices) selects or repeats rows).")
-        if len(set(cache._lengths)) > 1:
-            raise ValueError(f"the cache's layers hold different numbers of tokens {cache._lengths} "
+        if len(set(cache.layer_lengths)) > 1:
+            raise ValueError(f"the cache's layers hold different numbers of tokens {list(cache.layer_lengths)} "
                              "(an earlier forward failed half-way): call cache.reset() and start again.")
         return cache.length
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *,
                 cache=None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(logits, loss). cache: a `course_lib.kv_cache.KVCache`; idx then holds only the tokens
+        """(logits, loss). cache: a `DecoderCache` (course_lib.kv_cache.KVCache); idx then holds only the tokens
         that follow the cached ones, and the logits are theirs (B, T_new, vocab_size)."""
         logits = self.lm_head(self.hidden_states(idx, cache=cache))
         if targets is None:
@@ -482,9 +515,57 @@ class GPTClassifier(nn.Module):
 
 
 
-def load_pretrained(name: str = "shakespeare_char", device="cpu"):
-    """The character-level GPT that ships with the package: (model, vocab, info).
+# --- the shipped checkpoint (course_lib/pretrained: NAME.pt and NAME.json) ------------------
 
-    See course_lib.pretrained (trained by course_lib.training, lesson 07)."""
-    from course_lib.pretrained import load_pretrained as _load
-    return _load(name, device)
+PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
+PRETRAINED_FORMAT = "course_lib.pretrained/1"
+
+
+class Pretrained(NamedTuple):
+    model: GPT
+    vocab: CharVocab
+    info: dict
+
+
+def available_pretrained() -> list[str]:
+    return sorted(p.stem for p in PRETRAINED_DIR.glob("*.json"))
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _load_pretrained_file(path: Path, info: dict | None = None, device="cpu") -> Pretrained:
+    payload = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(payload, dict) or payload.get("format") != PRETRAINED_FORMAT:
+        raise ValueError(f"{path} is not a course_lib pretrained model (format {PRETRAINED_FORMAT!r}).")
+    config = GPTConfig(**payload["model_config"])
+    model = GPT(config)
+    state = {k: v.float() for k, v in payload["state_dict"].items()}
+    if config.tie_weights:
+        state["lm_head.weight"] = state["wte.weight"]
+    model.load_state_dict(state)
+    model.to(device).eval()
+    return Pretrained(model, CharVocab("".join(payload["vocab"])), info or {})
+
+
+def load_pretrained(name: str = "shakespeare_char", device: str | torch.device = "cpu") -> Pretrained:
+    """(model, vocab, info): the character-level GPT that ships with the package, in eval mode,
+    float32, on `device` (trained by course_lib.training, lesson 07).
+
+    info holds the validation loss, the training command and the sha256, which is checked.
+    """
+    names = available_pretrained()
+    if name not in names:
+        raise ValueError(f"no pretrained model {name!r}; the package ships {names}.")
+    info = json.loads((PRETRAINED_DIR / f"{name}.json").read_text())
+    path = PRETRAINED_DIR / info["file"]
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing; reinstall the package (or `git checkout "
+                                f"course_lib/pretrained` in a clone).")
+    digest = _sha256(path)
+    if digest != info["sha256"]:
+        raise ValueError(f"{path} has sha256 {digest[:12]}..., but {name}.json records "
+                         f"{info['sha256'][:12]}...: the file is damaged or was replaced; "
+                         "restore it (git checkout, or reinstall).")
+    return _load_pretrained_file(path, info, device)

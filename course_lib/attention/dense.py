@@ -31,6 +31,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from course_lib.attention._checks import renamed_arguments
 from course_lib.attention.grouped import repeat_kv
 
 __all__ = [
@@ -212,14 +213,19 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
 # ------------------------------------------------------------------------------------------
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention with n_kv_heads key/value heads.
+    """Multi-head attention with n_kv_head key/value heads.
+
+    MultiHeadAttention(n_embd, n_head, n_kv_head=None, dropout=0.0, bias=True): the names of
+    GPTConfig and the KV cache (n_embd = d_model, n_head = H, n_kv_head = H_kv, head_size =
+    d_h = n_embd / n_head); the older keywords d_model=, n_heads=, n_kv_heads= still work, and
+    .d_model, .n_heads, .n_kv_heads, .d_head read the same values.
 
         Q = X W_Q  (B, T, H*d_h),   K = X W_K,  V = X W_V  (B, T, H_kv*d_h)
         head_h = softmax(Q_h K_g^T / sqrt(d_h) + mask) V_g,   g = h // (H / H_kv)
         out = concat(head_1, ..., head_H) W_O
 
-    n_kv_heads = n_heads (default): standard MHA; 1: MQA; in between: GQA. Fewer KV heads
-    shrink the KV cache by n_heads / n_kv_heads.
+    n_kv_head = n_head (default): standard MHA; 1: MQA; in between: GQA. Fewer KV heads
+    shrink the KV cache by n_head / n_kv_head.
 
     Steps are separate methods so later lessons can extend one of them:
         project_qkv -> cached_kv (lesson 08) -> attend -> merge_heads -> out_proj
@@ -236,43 +242,50 @@ class MultiHeadAttention(nn.Module):
     (fast path); with it, the explicit `scaled_dot_product_attention` of this module does.
     """
 
-    def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None,
+    @renamed_arguments(d_model="n_embd", n_heads="n_head", n_kv_heads="n_kv_head")
+    def __init__(self, n_embd: int, n_head: int, n_kv_head: int | None = None,
                  dropout: float = 0.0, bias: bool = True) -> None:
         super().__init__()
-        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-        if n_heads < 1 or d_model % n_heads != 0:
-            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}: each "
-                             "head gets d_model / n_heads dims; pick n_heads that divides "
-                             "d_model.")
-        if n_kv_heads < 1 or n_heads % n_kv_heads != 0:
-            raise ValueError(f"n_heads={n_heads} is not divisible by n_kv_heads={n_kv_heads}: "
-                             "each KV head is shared by n_heads / n_kv_heads query heads; "
-                             "pick n_kv_heads that divides n_heads.")
+        n_kv_head = n_head if n_kv_head is None else n_kv_head
+        if n_head < 1 or n_embd % n_head != 0:
+            raise ValueError(f"n_embd={n_embd} is not divisible by n_head={n_head}: each "
+                             "head gets n_embd / n_head dims; pick n_head that divides "
+                             "n_embd.")
+        if n_kv_head < 1 or n_head % n_kv_head != 0:
+            raise ValueError(f"n_head={n_head} is not divisible by n_kv_head={n_kv_head}: "
+                             "each KV head is shared by n_head / n_kv_head query heads; "
+                             "pick n_kv_head that divides n_head.")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}.")
-        self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
-        self.d_head = d_model // n_heads
-        self.n_rep = n_heads // n_kv_heads          # query heads per KV head
+        self.n_embd, self.n_head, self.n_kv_head = n_embd, n_head, n_kv_head
+        self.head_size = n_embd // n_head
+        self.n_rep = n_head // n_kv_head            # query heads per KV head
         self.dropout = dropout
 
-        self.q_proj = nn.Linear(d_model, n_heads * self.d_head, bias=bias)
-        self.k_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias)
-        self.v_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias)
-        self.out_proj = nn.Linear(n_heads * self.d_head, d_model, bias=bias)
+        self.q_proj = nn.Linear(n_embd, n_head * self.head_size, bias=bias)
+        self.k_proj = nn.Linear(n_embd, n_kv_head * self.head_size, bias=bias)
+        self.v_proj = nn.Linear(n_embd, n_kv_head * self.head_size, bias=bias)
+        self.out_proj = nn.Linear(n_head * self.head_size, n_embd, bias=bias)
+
+    # the older names of the same sizes (lessons 03-05 and earlier code use them)
+    d_model = property(lambda self: self.n_embd, doc="n_embd")
+    n_heads = property(lambda self: self.n_head, doc="n_head")
+    n_kv_heads = property(lambda self: self.n_kv_head, doc="n_kv_head")
+    d_head = property(lambda self: self.head_size, doc="head_size")
 
     def _check_input(self, name: str, x: torch.Tensor) -> None:
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             hint = " (add a batch dim with x.unsqueeze(0))" if x.dim() == 2 else ""
-            raise ValueError(f"{name} must have shape (B, T, d_model={self.d_model}), got "
+            raise ValueError(f"{name} must have shape (B, T, n_embd={self.n_embd}), got "
                              f"{tuple(x.shape)}{hint}.")
 
     def project_qkv(self, x: torch.Tensor, kv: torch.Tensor | None = None
                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q (B, H, Tq, d_h) from x; k, v (B, H_kv, Tk, d_h) from kv (default x)."""
         kv = x if kv is None else kv
-        q = split_heads(self.q_proj(x), self.n_heads)
-        k = split_heads(self.k_proj(kv), self.n_kv_heads)
-        v = split_heads(self.v_proj(kv), self.n_kv_heads)
+        q = split_heads(self.q_proj(x), self.n_head)
+        k = split_heads(self.k_proj(kv), self.n_kv_head)
+        v = split_heads(self.v_proj(kv), self.n_kv_head)
         return q, k, v
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -336,5 +349,5 @@ class MultiHeadAttention(nn.Module):
         return (k, v) if cache is None else cache.update(k, v)
 
     def extra_repr(self) -> str:
-        return (f"d_model={self.d_model}, n_heads={self.n_heads}, n_kv_heads={self.n_kv_heads}, "
-                f"d_head={self.d_head}, dropout={self.dropout}")
+        return (f"n_embd={self.n_embd}, n_head={self.n_head}, n_kv_head={self.n_kv_head}, "
+                f"head_size={self.head_size}, dropout={self.dropout}")

@@ -13,7 +13,7 @@ import numbers
 
 import torch
 
-from course_lib.attention._checks import check_int
+from course_lib.attention._checks import check_int, renamed_arguments
 
 __all__ = ["kv_cache_bytes", "repeat_kv"]
 
@@ -25,23 +25,25 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=-3)
 
 
-def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, bytes_per_value: float = 2,
+@renamed_arguments(n_layers="n_layer", n_kv_heads="n_kv_head", d_head="head_size")
+def kv_cache_bytes(n_layer: int, n_kv_head: int, head_size: int, bytes_per_value: float = 2,
                    n_tokens: int = 1) -> int | float:
-    """Bytes a KV cache needs: 2 (K and V) x layers x (KV heads x d_head) x bytes x tokens.
+    """Bytes a KV cache needs: 2 (K and V) x layers x (KV heads x head_size) x bytes x tokens.
 
-    Every layer stores one key and one value vector of width n_kv_heads * d_head per token.
+    Every layer stores one key and one value vector of width n_kv_head * head_size per token.
     GPT-3 (96 layers, 96 heads of 128, float32): kv_cache_bytes(96, 96, 128, 4) = 9,437,184 B
-    per token, 19.3 GB for its 2048-token context; with MQA (n_kv_heads=1) 96x less.
+    per token, 19.3 GB for its 2048-token context; with MQA (n_kv_head=1) 96x less.
     bytes_per_value: 4 for float32, 2 for float16/bfloat16 (the default), 1 for int8, 0.5 for
-    4-bit. Returns an int when the result is whole.
+    4-bit. Returns an int when the result is whole. (The older keywords n_layers=, n_kv_heads=,
+    d_head= still work.)
     """
-    check_int("n_layers", n_layers, 1)
-    check_int("n_kv_heads", n_kv_heads, 1)
-    check_int("d_head", d_head, 1)
+    check_int("n_layer", n_layer, 1)
+    check_int("n_kv_head", n_kv_head, 1)
+    check_int("head_size", head_size, 1)
     check_int("n_tokens", n_tokens, 0)
     if isinstance(bytes_per_value, bool) or not isinstance(bytes_per_value, numbers.Real) \
             or not bytes_per_value > 0:
         raise ValueError(f"bytes_per_value must be a positive number (4 for float32, 2 for "
                          f"bfloat16), got {bytes_per_value!r}.")
-    total = 2 * n_layers * n_kv_heads * d_head * bytes_per_value * n_tokens
+    total = 2 * n_layer * n_kv_head * head_size * bytes_per_value * n_tokens
     return int(total) if float(total).is_integer() else total

@@ -217,8 +217,8 @@ def score_terms(model: PositionalLM, ids: torch.Tensor, layer: int = 0) -> dict[
              "position": gamma * (p - p.mean(-1, keepdim=True)) / sigma}
     attn = block.attn
     q = {name: split_heads(attn.q_proj(z), attn.n_heads) for name, z in parts.items()}
-    k = {name: split_heads(attn.k_proj(z), attn.n_kv_heads) for name, z in parts.items()}
-    scale = 1 / math.sqrt(attn.d_head)
+    k = {name: split_heads(attn.k_proj(z), attn.n_kv_head) for name, z in parts.items()}
+    scale = 1 / math.sqrt(attn.head_size)
     return {f"{a}-{b}": q[a] @ k[b].transpose(-2, -1) * scale for a in parts for b in parts}
 
 

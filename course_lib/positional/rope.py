@@ -29,6 +29,7 @@ import numbers
 import torch
 
 from course_lib.attention import merge_heads
+from course_lib.attention._checks import renamed_arguments
 from course_lib.positional.self_attention import RelativeSelfAttention
 
 __all__ = ["RotaryMultiHeadAttention", "apply_rope", "interleaved_to_half", "rope_angles", "rope_frequencies",
@@ -153,10 +154,11 @@ class RotaryMultiHeadAttention(RelativeSelfAttention):
     (L ... L+T-1 after L cached tokens), or they would be rotated as if they came first.
     """
 
-    def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None,
+    @renamed_arguments(d_model="n_embd", n_heads="n_head", n_kv_heads="n_kv_head")
+    def __init__(self, n_embd: int, n_head: int, n_kv_head: int | None = None,
                  dropout: float = 0.0, bias: bool = True, base: float = 10000.0) -> None:
-        super().__init__(d_model, n_heads, n_kv_heads, dropout, bias)
-        _check_dim(self.d_head)
+        super().__init__(n_embd, n_head, n_kv_head, dropout, bias)
+        _check_dim(self.head_size)
         self.base = _check_base(base)
 
     def forward(self, x: torch.Tensor, kv: torch.Tensor | None = None,

@@ -67,8 +67,8 @@ class ShawRelativeAttention(RelativeSelfAttention):
         super().__init__(d_model, n_heads, n_kv_heads, dropout, bias)
         self.max_relative_position = check_clip(max_relative_position)
         n_distances = 2 * self.max_relative_position + 1
-        self.rel_k = nn.Parameter(torch.randn(n_distances, self.d_head) / math.sqrt(self.d_head))
-        self.rel_v = nn.Parameter(torch.randn(n_distances, self.d_head) / math.sqrt(self.d_head))
+        self.rel_k = nn.Parameter(torch.randn(n_distances, self.head_size) / math.sqrt(self.head_size))
+        self.rel_v = nn.Parameter(torch.randn(n_distances, self.head_size) / math.sqrt(self.head_size))
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                mask: torch.Tensor | None = None, is_causal: bool = False,

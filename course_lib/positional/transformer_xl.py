@@ -46,16 +46,16 @@ class TransformerXLRelativeAttention(RelativeSelfAttention):
         super().__init__(d_model, n_heads, n_kv_heads, dropout, bias)
         sinusoidal_encoding(torch.zeros(1), d_model, base)     # rejects a bad base now, not at forward
         self.base = base
-        self.r_proj = nn.Linear(d_model, n_heads * self.d_head, bias=False)      # W_(k,R)
-        self.u = nn.Parameter(torch.zeros(n_heads, self.d_head))
-        self.v = nn.Parameter(torch.zeros(n_heads, self.d_head))
+        self.r_proj = nn.Linear(d_model, n_heads * self.head_size, bias=False)      # W_(k,R)
+        self.u = nn.Parameter(torch.zeros(n_heads, self.head_size))
+        self.v = nn.Parameter(torch.zeros(n_heads, self.head_size))
 
     def position_keys(self, Tq: int, Tk: int) -> tuple[torch.Tensor, torch.Tensor]:
         """r for the distances i - j = 1 - Tq ... Tk - 1, shape (H, Tq + Tk - 1, d_h), and the
         (Tq, Tk) index of each pair's distance in it."""
         distances = torch.arange(1 - Tq, Tk, device=self.r_proj.weight.device)
         R = sinusoidal_encoding(distances, self.d_model, self.base, dtype=self.r_proj.weight.dtype)
-        r = self.r_proj(R).unflatten(-1, (self.n_heads, self.d_head)).transpose(0, 1)
+        r = self.r_proj(R).unflatten(-1, (self.n_head, self.head_size)).transpose(0, 1)
         index = -relative_positions(Tq, Tk=Tk, device=distances.device) + (Tq - 1)   # (i - j) - (1 - Tq)
         return r, index
 
@@ -68,7 +68,7 @@ class TransformerXLRelativeAttention(RelativeSelfAttention):
                                 index.expand(*q.shape[:-1], Tk))             # (b) + (d)
         # (a) + (c) is (q + u) . k; MultiHeadAttention.attend scales it by 1/sqrt(d_h) and adds
         # the float mask, so (b) + (d) goes in as a mask, scaled the same way
-        bias = masked_scores(position / math.sqrt(self.d_head), mask, is_causal)
+        bias = masked_scores(position / math.sqrt(self.head_size), mask, is_causal)
         return super().attend(q + self.u[:, None], k, v, mask=bias, need_weights=need_weights)
 
     def extra_repr(self) -> str:

@@ -2,45 +2,29 @@
 
 Each model is two files here: NAME.pt (float16 weights, the GPTConfig, the vocabulary) and
 NAME.json (the sha256 of the .pt, its validation loss, the command that trained it).
+Loading them is `course_lib.model.load_pretrained` (this package depends on the model, never the
+other way round); writing them (`export_pretrained`) and measuring them are here.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import NamedTuple
 
 import torch
 
 from course_lib.data import CharVocab, load_text, train_val_split
 from course_lib.metrics import corpus_loss
-from course_lib.model import GPT, GPTConfig
 
-PRETRAINED_DIR = Path(__file__).resolve().parent
-FORMAT = "course_lib.pretrained/1"
-
-
-class Pretrained(NamedTuple):
-    model: GPT
-    vocab: CharVocab
-    info: dict
-
-
-def available() -> list[str]:
-    return sorted(p.stem for p in PRETRAINED_DIR.glob("*.json"))
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _vocab_from_chars(chars: list[str]) -> CharVocab:
-    return CharVocab("".join(chars))
+# Loading lives with the model; these names are re-exported for the code that imports them here.
+from course_lib.model import GPT, PRETRAINED_DIR, Pretrained, _sha256, load_pretrained  # noqa: F401
+from course_lib.model import PRETRAINED_FORMAT as FORMAT
+from course_lib.model import _load_pretrained_file as _load_file
+from course_lib.model import available_pretrained as available  # noqa: F401
 
 
 def validation_loss(model: GPT, vocab: CharVocab, dataset: str = "tinyshakespeare",
@@ -74,38 +58,3 @@ def export_pretrained(model: GPT, vocab: CharVocab, path: str | os.PathLike, *, 
             "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
     path.with_suffix(".json").write_text(json.dumps(info, indent=2) + "\n")
     return info
-
-
-def _load_file(path: Path, info: dict | None = None, device="cpu") -> Pretrained:
-    payload = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a course_lib pretrained model (format {FORMAT!r}).")
-    config = GPTConfig(**payload["model_config"])
-    model = GPT(config)
-    state = {k: v.float() for k, v in payload["state_dict"].items()}
-    if config.tie_weights:
-        state["lm_head.weight"] = state["wte.weight"]
-    model.load_state_dict(state)
-    model.to(device).eval()
-    return Pretrained(model, _vocab_from_chars(payload["vocab"]), info or {})
-
-
-def load_pretrained(name: str = "shakespeare_char", device: str | torch.device = "cpu") -> Pretrained:
-    """(model, vocab, info): the shipped model in eval mode, float32, on `device`.
-
-    info holds the validation loss, the training command and the sha256, which is checked.
-    """
-    names = available()
-    if name not in names:
-        raise ValueError(f"no pretrained model {name!r}; the package ships {names}.")
-    info = json.loads((PRETRAINED_DIR / f"{name}.json").read_text())
-    path = PRETRAINED_DIR / info["file"]
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing; reinstall the package (or `git checkout "
-                                f"course_lib/pretrained` in a clone).")
-    digest = _sha256(path)
-    if digest != info["sha256"]:
-        raise ValueError(f"{path} has sha256 {digest[:12]}..., but {name}.json records "
-                         f"{info['sha256'][:12]}...: the file is damaged or was replaced; "
-                         "restore it (git checkout, or reinstall).")
-    return _load_file(path, info, device)

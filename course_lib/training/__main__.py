@@ -1,4 +1,5 @@
-"""python -m course_lib.training --config NAME [--FIELD VALUE ...] [--resume PATH] [--export PATH]"""
+"""python -m course_lib.training --config NAME [--FIELD VALUE ...] [--model.FIELD VALUE ...]
+[--resume PATH] [--export PATH]"""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import sys
 
 import torch
 
+from course_lib.model import GPTConfig
 from course_lib.training.checkpoint import CheckpointError
-from course_lib.training.config import CONFIGS, TrainConfig
+from course_lib.training.config import CONFIGS, MODEL_SHORTCUTS, TrainConfig
 from course_lib.training.loop import config_from_checkpoint, train
 
 
@@ -23,6 +25,21 @@ def _parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def _parse_optional_int(text: str) -> int | None:
+    return None if text.lower() == "none" else int(text)
+
+
+# GPTConfig fields whose default None means "derived" (n_kv_head = n_head, d_ff = 4 n_embd)
+_OPTIONAL_INTS = ("n_kv_head", "d_ff")
+
+
+def _model_flag_type(f: dataclasses.Field):
+    if f.name in _OPTIONAL_INTS:
+        return _parse_optional_int, "INT|none"
+    kind = type(f.default)
+    return {bool: _parse_bool, int: int, float: float, str: str}[kind], kind.__name__.upper()
+
+
 def build_parser() -> argparse.ArgumentParser:
     presets = "\n".join(
         f"  {name:30s} {c.n_layer} layers x {c.n_embd} wide, context {c.block_size}, batch "
@@ -30,8 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
         for name, c in CONFIGS.items())
     parser = argparse.ArgumentParser(
         prog="python -m course_lib.training",
-        description="Train a character-level GPT (lesson 07). Every TrainConfig field can be "
-                    "overridden by name, e.g. --max_iters 500 --device cpu.",
+        description="Train a character-level GPT (lessons 07 and 10). Every TrainConfig field "
+                    "can be overridden by name, e.g. --max_iters 500 --device cpu, and every "
+                    "field of the model's GPTConfig with --model.FIELD, e.g. --model.n_kv_head 1 "
+                    "--model.pos_encoding rope (the flat --n_layer, --n_head, --n_embd, "
+                    "--block_size, ... set the same model fields).",
         epilog=f"presets (--config):\n{presets}\n\nunder torchrun the run is data-parallel "
                "(DDP): torchrun --standalone --nproc_per_node=N -m course_lib.training ...",
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -41,18 +61,37 @@ def build_parser() -> argparse.ArgumentParser:
                         help="at the end, write the model as a float16 pretrained file "
                              "(course_lib.pretrained) with its validation loss")
     for f in dataclasses.fields(TrainConfig):
+        if f.name == "model":
+            continue
         kind = {bool: _parse_bool, int: int, float: float, str: str}[type(f.default)]
         parser.add_argument(f"--{f.name}", type=kind, default=None, metavar=type(f.default).__name__.upper(),
                             help=f"(default from the preset; TrainConfig default {f.default!r})")
+    model_fields = {f.name: f for f in dataclasses.fields(GPTConfig)}
+    for name in MODEL_SHORTCUTS:
+        kind, metavar = _model_flag_type(model_fields[name])
+        parser.add_argument(f"--{name}", type=kind, default=None, metavar=metavar,
+                            help=f"the same as --model.{name}")
+    group = parser.add_argument_group("model (course_lib.model.GPTConfig; vocab_size comes from the data)")
+    for name, f in model_fields.items():
+        if name == "vocab_size":
+            continue
+        kind, metavar = _model_flag_type(f)
+        group.add_argument(f"--model.{name}", dest=f"model.{name}", type=kind, default=None,
+                           metavar=metavar, help="(default from the preset)")
     return parser
+
+
+def overrides_from(args: argparse.Namespace) -> dict:
+    """The flags given on the command line, as TrainConfig.replace keywords."""
+    return {name: value for name, value in vars(args).items()
+            if value is not None and name not in ("config", "resume", "export")}
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     args = parser.parse_args(argv)
-    overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)
-                 if getattr(args, f.name) is not None}
+    overrides = overrides_from(args)
     try:
         if args.config is None and args.resume is None:
             parser.error("give --config NAME (a preset) or --resume PATH")
@@ -79,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             info = export_pretrained(
                 result.model, result.vocab, args.export,
                 command="python -m course_lib.training " + shlex.join(argv),
-                train_config=dataclasses.asdict(config), steps=result.step, trained_on=device)
+                train_config=config.to_dict(), steps=result.step, trained_on=device)
             print(f"exported {args.export} ({info['bytes'] / 1e6:.2f} MB), validation loss "
                   f"{info['val_loss']:.4f}")
     if torch.distributed.is_initialized():

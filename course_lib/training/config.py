@@ -3,29 +3,61 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from course_lib.model import GPTConfig
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
+# GPTConfig fields that TrainConfig also takes and reads by their flat names
+# (TrainConfig(n_layer=4), config.n_layer, --n_layer 4): they are config.model's fields.
+MODEL_SHORTCUTS = ("block_size", "n_layer", "n_head", "n_kv_head", "n_embd", "dropout", "bias",
+                   "pos_encoding", "activation")
 
-@dataclass
+
+def default_model() -> GPTConfig:
+    """nanoGPT's Shakespeare-char model. vocab_size is a placeholder: `train` sets it from the
+    data's vocabulary (`TrainConfig.model_config(vocab_size)`)."""
+    return GPTConfig(vocab_size=256, block_size=256, n_layer=6, n_head=6, n_embd=384,
+                     dropout=0.2, bias=False)
+
+
+def replace_model(model: GPTConfig, changes: dict) -> GPTConfig:
+    """dataclasses.replace for a GPTConfig whose derived defaults follow the change: an MHA
+    model (n_kv_head == n_head) stays MHA with a new head count, and d_ff stays 4 * n_embd
+    with a new width, unless the change sets them too."""
+    changes = dict(changes)
+    unknown = sorted(set(changes) - {f.name for f in fields(GPTConfig)})
+    if unknown:
+        raise ValueError(f"unknown model field(s) {unknown}; GPTConfig's fields are "
+                         f"{[f.name for f in fields(GPTConfig)]}.")
+    if "n_head" in changes and "n_kv_head" not in changes and model.n_kv_head == model.n_head:
+        changes["n_kv_head"] = None
+    if "n_embd" in changes and "d_ff" not in changes and model.d_ff == 4 * model.n_embd:
+        changes["d_ff"] = None
+    return dataclasses.replace(model, **changes) if changes else model
+
+
+def _shortcut(name: str) -> property:
+    return property(lambda self: getattr(self.model, name),
+                    doc=f"config.model.{name} (read-only here; change it with replace({name}=...)).")
+
+
+@dataclass(init=False)
 class TrainConfig:
-    """Every knob of a run; each field can be overridden on the command line by name."""
+    """Every knob of a run; each field can be overridden on the command line by name.
 
+    `model` is the whole `GPTConfig` of the model to train (every architecture the course
+    teaches: learned/sinusoidal/RoPE/ALiBi positions, MHA/GQA/MQA, ...); `--model.FIELD VALUE`
+    sets one of its fields. The model sizes can also be given and read by their flat names:
+    TrainConfig(n_layer=4, n_embd=128) sets model.n_layer and model.n_embd, and config.n_layer
+    reads config.model.n_layer.
+    """
+
+    model: GPTConfig = field(default_factory=default_model)
     # data: a character-level corpus from course_lib.data
     dataset: str = "tinyshakespeare"
     val_fraction: float = 0.1
-    # model (a course_lib.model.GPTConfig; vocab_size comes from the data)
-    block_size: int = 256
-    n_layer: int = 6
-    n_head: int = 6
-    n_embd: int = 384
-    dropout: float = 0.2
-    bias: bool = False
-    pos_encoding: str = "learned"
-    activation: str = "gelu"
     # optimisation: AdamW, linear warmup then cosine decay to min_lr
     batch_size: int = 64            # sequences per micro-step, all ranks together
     grad_accum_steps: int = 1       # micro-steps per optimizer step
@@ -53,9 +85,38 @@ class TrainConfig:
     progress: bool = True           # a tqdm bar with the loss and tokens/s
     plot: bool = True               # write loss.png in out_dir at the end
 
+    block_size = _shortcut("block_size")
+    n_layer = _shortcut("n_layer")
+    n_head = _shortcut("n_head")
+    n_kv_head = _shortcut("n_kv_head")
+    n_embd = _shortcut("n_embd")
+    dropout = _shortcut("dropout")
+    bias = _shortcut("bias")
+    pos_encoding = _shortcut("pos_encoding")
+    activation = _shortcut("activation")
+
+    def __init__(self, model: GPTConfig | dict | None = None, **kwargs) -> None:
+        names = [f.name for f in fields(self) if f.name != "model"]
+        unknown = sorted(set(kwargs) - set(names) - set(MODEL_SHORTCUTS))
+        if unknown:
+            raise ValueError(f"unknown TrainConfig field(s) {unknown}; the fields are {names}, the "
+                             f"model's (config.model) {[f.name for f in fields(GPTConfig)]}.")
+        if model is None:
+            model = default_model()
+        elif isinstance(model, dict):
+            model = GPTConfig(**model)
+        elif not isinstance(model, GPTConfig):
+            raise TypeError(f"TrainConfig.model must be a course_lib.model.GPTConfig, got "
+                            f"{type(model).__name__}.")
+        shortcuts = {name: kwargs.pop(name) for name in MODEL_SHORTCUTS if name in kwargs}
+        self.model = replace_model(model, shortcuts)
+        for f in fields(self):
+            if f.name != "model":
+                setattr(self, f.name, kwargs.get(f.name, f.default))
+        self.__post_init__()
+
     def __post_init__(self) -> None:
-        for name in ("block_size", "n_layer", "n_head", "n_embd", "batch_size", "grad_accum_steps",
-                     "max_iters", "eval_interval", "eval_iters"):
+        for name in ("batch_size", "grad_accum_steps", "max_iters", "eval_interval", "eval_iters"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"TrainConfig.{name} must be an integer >= 1, got {value!r}.")
@@ -66,38 +127,49 @@ class TrainConfig:
         if not 0 < self.learning_rate or not 0 <= self.min_lr <= self.learning_rate:
             raise ValueError(f"need 0 < learning_rate and 0 <= min_lr <= learning_rate, got "
                              f"learning_rate={self.learning_rate}, min_lr={self.min_lr}.")
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"TrainConfig.dropout must be in [0, 1), got {self.dropout}.")
         if self.dtype not in DTYPES:
             raise ValueError(f"TrainConfig.dtype must be one of {DTYPES}, got {self.dtype!r}.")
-        if self.n_embd % self.n_head:
-            raise ValueError(f"n_embd={self.n_embd} must be divisible by n_head={self.n_head}.")
 
     def model_config(self, vocab_size: int) -> GPTConfig:
-        return GPTConfig(vocab_size=vocab_size, block_size=self.block_size, n_layer=self.n_layer,
-                         n_head=self.n_head, n_embd=self.n_embd, dropout=self.dropout,
-                         bias=self.bias, pos_encoding=self.pos_encoding,
-                         activation=self.activation)
+        """`model` with the data's vocabulary size."""
+        return dataclasses.replace(self.model, vocab_size=vocab_size)
 
     @property
     def tokens_per_step(self) -> int:
         return self.batch_size * self.grad_accum_steps * self.block_size
 
     def replace(self, **changes) -> TrainConfig:
-        unknown = sorted(set(changes) - {f.name for f in fields(self)})
-        if unknown:
-            raise ValueError(f"unknown TrainConfig field(s) {unknown}; the fields are "
-                             f"{[f.name for f in fields(self)]}.")
-        return dataclasses.replace(self, **changes)
+        """A copy with some fields changed: TrainConfig fields, `model=GPTConfig(...)`, the flat
+        model names (n_layer=...), or "model.FIELD" keys (the CLI's --model.FIELD)."""
+        model_changes = {k.removeprefix("model."): changes.pop(k) for k in list(changes)
+                         if k.startswith("model.")}
+        model_changes.update({k: changes.pop(k) for k in MODEL_SHORTCUTS if k in changes})
+        model = changes.pop("model", self.model)
+        if isinstance(model, dict):
+            model = GPTConfig(**model)
+        model = replace_model(model, model_changes)
+        current = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "model"}
+        return TrainConfig(model=model, **{**current, **changes})
+
+    def to_dict(self) -> dict:
+        """Plain data (the model config as a nested dict): what checkpoints store."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, saved: dict) -> TrainConfig:
+        """The inverse of to_dict; also reads checkpoints of the earlier flat format."""
+        saved = dict(saved)
+        model = saved.pop("model", None)
+        known = {f.name for f in fields(cls)} | set(MODEL_SHORTCUTS)
+        return cls(model=model, **{k: v for k, v in saved.items() if k in known})
 
 
 # Fields that change what is trained; a resumed run must keep them (the others, such as
 # max_iters, device or progress, may change between the interrupted run and its resumption).
-TRAJECTORY_FIELDS = ("dataset", "val_fraction", "block_size", "n_layer", "n_head", "n_embd",
-                     "dropout", "bias", "pos_encoding", "activation", "batch_size",
-                     "grad_accum_steps", "learning_rate", "min_lr", "warmup_iters",
-                     "lr_decay_iters", "weight_decay", "beta1", "beta2", "grad_clip", "seed",
-                     "eval_iters")
+# "model" is the whole model config except vocab_size (which comes from the data).
+TRAJECTORY_FIELDS = ("model", "dataset", "val_fraction", "batch_size", "grad_accum_steps",
+                     "learning_rate", "min_lr", "warmup_iters", "lr_decay_iters", "weight_decay",
+                     "beta1", "beta2", "grad_clip", "seed", "eval_iters")
 
 CONFIGS: dict[str, TrainConfig] = {
     # nanoGPT's config/train_shakespeare_char.py, the reference recipe (bf16 and compile as in

@@ -22,7 +22,7 @@ import statistics
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -47,7 +47,7 @@ class TrainResult:
     lr, tokens, elapsed seconds, tokens_per_second); train_losses: the loss of every step."""
 
     config: TrainConfig
-    model: GPT
+    model: nn.Module                      # a course_lib GPT, or the model passed to train()
     vocab: CharVocab
     history: list[dict] = field(default_factory=list)
     train_losses: list[float] = field(default_factory=list)
@@ -70,8 +70,8 @@ class TrainResult:
 
     @property
     def mfu(self) -> float | None:
-        return estimate_mfu(flops_per_token(self.model.config), self.tokens_per_second,
-                            self.device)
+        return estimate_mfu(flops_per_token(self.config.model_config(len(self.vocab))),
+                            self.tokens_per_second, self.device)
 
 
 class BatchSampler:
@@ -169,9 +169,18 @@ def _set_rng_state(state: dict, device: torch.device) -> None:
         torch.cuda.set_rng_state(state["cuda"], device)
 
 
+def _trajectory(config: TrainConfig) -> dict:
+    """The fields a resumed run must keep, as plain data (the model's, without vocab_size)."""
+    values = {name: getattr(config, name) for name in TRAJECTORY_FIELDS if name != "model"}
+    model = asdict(config.model)
+    model.pop("vocab_size")
+    values.update({f"model.{k}": v for k, v in model.items()})
+    return values
+
+
 def _check_resumable(saved: dict, config: TrainConfig, path: Path) -> None:
-    changed = [f"{name}: {saved.get(name)!r} -> {getattr(config, name)!r}"
-               for name in TRAJECTORY_FIELDS if saved.get(name) != getattr(config, name)]
+    before, now = _trajectory(TrainConfig.from_dict(saved)), _trajectory(config)
+    changed = [f"{name}: {before[name]!r} -> {now[name]!r}" for name in now if before[name] != now[name]]
     if changed:
         raise CheckpointError(
             f"{path}: cannot resume with a different run; these fields differ from the "
@@ -187,20 +196,22 @@ def _write_log(path: Path, history: list[dict]) -> None:
 
 def config_from_checkpoint(path: str | os.PathLike, **overrides) -> TrainConfig:
     """The TrainConfig a checkpoint was written with, with some fields changed."""
-    saved = load_checkpoint(path)["train_config"]
-    known = {f.name for f in fields(TrainConfig)}
-    return TrainConfig(**{k: v for k, v in saved.items() if k in known}).replace(**overrides)
+    return TrainConfig.from_dict(load_checkpoint(path)["train_config"]).replace(**overrides)
 
 
 def train(config: TrainConfig, *, resume: str | os.PathLike | None = None,
           callback: Callable[[dict, TrainResult], None] | None = None,
-          data: tuple[torch.Tensor, torch.Tensor, CharVocab] | None = None) -> TrainResult:
+          data: tuple[torch.Tensor, torch.Tensor, CharVocab] | None = None,
+          model: nn.Module | None = None) -> TrainResult:
     """Train a GPT on a character-level corpus as `config` says; see the module docstring.
 
     resume: a checkpoint written by an earlier run with the same trajectory fields; the run
         continues from its step and ends exactly where the uninterrupted run would have.
     callback(record, result): called on rank 0 after every evaluation (live plots).
     data: (train tokens, val tokens, vocabulary) instead of loading config.dataset.
+    model: train this module instead of a new GPT(config.model) (its forward(x, y) must return
+        (logits, loss): the learner's own model, lesson 10). Its weights are used as they are:
+        the seed then only drives the batches (and dropout).
     """
     if not isinstance(config, TrainConfig):
         raise TypeError(f"train needs a TrainConfig (course_lib.training.CONFIGS has presets), "
@@ -227,9 +238,14 @@ def train(config: TrainConfig, *, resume: str | os.PathLike | None = None,
                                   f"data's ({len(state['vocab'])} vs {len(vocab.chars)} "
                                   "characters): resume on the same dataset.")
 
-    torch.manual_seed(config.seed)          # the same initial weights on every rank
     model_config = config.model_config(len(vocab))
-    model = GPT(model_config).to(device)
+    if model is None:
+        torch.manual_seed(config.seed)      # the same initial weights on every rank
+        model = GPT(model_config)
+    elif not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module whose forward(x, y) returns (logits, loss), "
+                        f"got {type(model).__name__}.")
+    model = model.to(device)
     optimizer = make_optimizer(model, learning_rate=config.learning_rate,
                                weight_decay=config.weight_decay,
                                betas=(config.beta1, config.beta2), device_type=device.type)
@@ -286,7 +302,7 @@ def train(config: TrainConfig, *, resume: str | os.PathLike | None = None,
         path = out_dir / name
         if is_main:
             save_checkpoint({
-                "format": FORMAT, "step": result.step, "train_config": asdict(config),
+                "format": FORMAT, "step": result.step, "train_config": config.to_dict(),
                 "model_config": asdict(model_config), "vocab": vocab.chars,
                 "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),

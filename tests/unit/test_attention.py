@@ -482,10 +482,10 @@ def test_mha_dropout_is_only_active_in_training_mode():
 
 
 @pytest.mark.parametrize(("args", "match"), [
-    ((30, 4), "d_model=30 is not divisible by n_heads=4"),
-    ((32, 4, 3), "n_heads=4 is not divisible by n_kv_heads=3"),
-    ((32, 4, 0), "n_kv_heads=0"),
-    ((32, 0), "n_heads=0"),
+    ((30, 4), "n_embd=30 is not divisible by n_head=4"),
+    ((32, 4, 3), "n_head=4 is not divisible by n_kv_head=3"),
+    ((32, 4, 0), "n_kv_head=0"),
+    ((32, 0), "n_head=0"),
     ((32, 4, None, 1.5), "dropout"),
 ])
 def test_mha_rejects_bad_configuration_naming_the_problem(args, match):
@@ -494,7 +494,7 @@ def test_mha_rejects_bad_configuration_naming_the_problem(args, match):
 
 
 @pytest.mark.parametrize(("shape", "match"), [
-    ((5, 32), r"unsqueeze\(0\)"), ((2, 5, 16), r"\(B, T, d_model=32\)"), ((1, 2, 5, 32), "got"),
+    ((5, 32), r"unsqueeze\(0\)"), ((2, 5, 16), r"\(B, T, n_embd=32\)"), ((1, 2, 5, 32), "got"),
 ])
 def test_mha_rejects_inputs_of_the_wrong_shape(shape, match):
     mha = MultiHeadAttention(32, 4)
@@ -595,3 +595,13 @@ def test_fused_gqa_attention_reads_the_shared_kv_heads_without_copying_them(n_kv
     explicit, _ = mha.attend(q, k, v, mask=mask, is_causal=is_causal, need_weights=True)
     assert torch.allclose(fused, explicit, atol=1e-12)
     assert mem.largest_numel < 8 * 2048 * 4, f"a tensor of {mem.largest_shape} was created: K/V repeated to all heads"
+
+
+def test_multi_head_attention_takes_the_models_names_and_the_older_keywords():
+    new = MultiHeadAttention(n_embd=32, n_head=8, n_kv_head=2)
+    old = MultiHeadAttention(d_model=32, n_heads=8, n_kv_heads=2)
+    assert (new.n_embd, new.n_head, new.n_kv_head, new.head_size) == (32, 8, 2, 4)
+    assert (old.d_model, old.n_heads, old.n_kv_heads, old.d_head) == (32, 8, 2, 4)
+    assert old.state_dict().keys() == new.state_dict().keys()
+    with pytest.raises(TypeError, match="both n_heads= and n_head="):
+        MultiHeadAttention(32, n_head=8, n_heads=8)

@@ -556,10 +556,10 @@ def test_kv_cache_bytes_equals_the_bytes_of_k_and_v_in_multi_head_attention(n_kv
 
 
 @pytest.mark.parametrize(("args", "match"), [
-    ((0, 1, 1), "n_layers must be an integer >= 1"),
-    ((1, 0, 1), "n_kv_heads must be an integer >= 1"),
-    ((1, 1, 1.5), "d_head must be an integer >= 1"),
-    ((True, 1, 1), "n_layers must be an integer >= 1"),
+    ((0, 1, 1), "n_layer must be an integer >= 1"),
+    ((1, 0, 1), "n_kv_head must be an integer >= 1"),
+    ((1, 1, 1.5), "head_size must be an integer >= 1"),
+    ((True, 1, 1), "n_layer must be an integer >= 1"),
     ((1, 1, 1, 0), "bytes_per_value must be a positive number"),
     ((1, 1, 1, -2), "bytes_per_value must be a positive number"),
     ((1, 1, 1, "2"), "bytes_per_value must be a positive number"),

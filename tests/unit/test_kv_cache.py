@@ -258,8 +258,8 @@ def _bad_kv():
     k, v = _kv()                       # (3, 4, 1, 8): right for KVCache(*SIZES)
     return {
         "head-count": (_kv(H=2)[0], _kv(H=2)[1], ValueError,
-                       r"n_kv_heads=4.*got \(3, 2, 1, 8\)\. .*before they are repeated .*\(GQA/MQA\)"),
-        "d_head": (_kv(d=6)[0], _kv(d=6)[1], ValueError, r"d_head=8\) with T >= 1, got \(3, 4, 1, 6\)"),
+                       r"n_kv_head=4.*got \(3, 2, 1, 8\)\. .*before they are repeated .*\(GQA/MQA\)"),
+        "d_head": (_kv(d=6)[0], _kv(d=6)[1], ValueError, r"head_size=8\) with T >= 1, got \(3, 4, 1, 6\)"),
         "batch": (_kv(B=2)[0], _kv(B=2)[1], ValueError, r"batch_size=3.*got \(2, 4, 1, 8\)"),
         "3-D": (k.flatten(1, 2), v.flatten(1, 2), ValueError, r"Split the heads first: \(B, T, H\*d\)"),
         "empty": (k[:, :, :0], v[:, :, :0], ValueError, r"T >= 1, got \(3, 4, 0, 8\)"),
@@ -315,10 +315,10 @@ def test_bad_reorder_indices_are_refused_and_leave_the_cache_alone(indices, erro
 
 @pytest.mark.parametrize(("kwargs", "error", "match"), [
     ({"max_len": 0}, ValueError, r"max_len must be an integer >= 1 \(the most tokens the cache holds\), got 0"),
-    ({"n_layers": 0}, ValueError, "n_layers must be an integer >= 1, got 0"),
+    ({"n_layers": 0}, ValueError, "n_layer must be an integer >= 1, got 0"),
     ({"batch_size": 2.0}, ValueError, "batch_size must be an integer >= 1, got 2.0"),
-    ({"n_kv_heads": True}, ValueError, "n_kv_heads must be an integer >= 1, got True"),
-    ({"d_head": -4}, ValueError, "d_head must be an integer >= 1, got -4"),
+    ({"n_kv_heads": True}, ValueError, "n_kv_head must be an integer >= 1, got True"),
+    ({"d_head": -4}, ValueError, "head_size must be an integer >= 1, got -4"),
     ({"dtype": torch.int64}, TypeError, r"dtype must be a floating torch.dtype \(the model's\), got torch.int64"),
     ({"dtype": "float32"}, TypeError, "dtype must be a floating torch.dtype"),
 ])
@@ -337,7 +337,7 @@ def test_bad_constructor_arguments_are_refused_with_a_message_naming_them(kwargs
 def test_a_cache_made_for_another_model_is_refused(other):
     model = _gpt()
     cache = KVCache.for_model(_gpt(**other), batch_size=1)
-    with pytest.raises(ValueError, match=r"this cache has \(n_layers, n_kv_heads, d_head\) = .*KVCache.for_model"):
+    with pytest.raises(ValueError, match=r"this cache has \(n_layer, n_kv_head, head_size\) = .*KVCache.for_model"):
         model(_ids(1, 3), cache=cache)
     assert cache.length == 0, "a refused cache was written to"
 
@@ -352,7 +352,7 @@ def test_a_cache_for_another_batch_size_is_refused():
 @pytest.mark.parametrize("cache", [object(), {"k": None}, KVCache(2, 1, 4, 8, 4).layer(0)],
                          ids=["object", "dict", "layer-view"])
 def test_a_cache_that_is_not_a_kv_cache_is_refused(cache):
-    with pytest.raises(TypeError, match=r"cache must be a course_lib.kv_cache.KVCache, got .*KVCache.for_model"):
+    with pytest.raises(TypeError, match=r"cache must be a KV cache .*KVCache.for_model"):
         _gpt()(_ids(1, 3), cache=cache)
 
 
@@ -393,3 +393,57 @@ def test_a_cache_in_another_dtype_than_the_model_is_refused():
     cache = KVCache.for_model(model, batch_size=1, dtype=torch.float64)
     with pytest.raises(TypeError, match="create the cache with the model's dtype"):
         model(_ids(1, 2), cache=cache)
+
+
+# --- one vocabulary, and the interface between the model and its cache ----------------------
+
+def test_the_cache_takes_the_models_names_and_the_older_keywords():
+    new = KVCache(n_layer=2, batch_size=1, n_kv_head=3, max_len=5, head_size=4)
+    old = KVCache(n_layers=2, batch_size=1, n_kv_heads=3, max_len=5, d_head=4)
+    assert (new.n_layer, new.n_kv_head, new.head_size) == (old.n_layer, old.n_kv_head, old.head_size) == (2, 3, 4)
+    assert (old.n_layers, old.n_kv_heads, old.d_head) == (2, 3, 4), "the older names read the same sizes"
+    with pytest.raises(TypeError, match="both n_layers= and n_layer="):
+        KVCache(n_layer=2, n_layers=2, batch_size=1, n_kv_head=3, max_len=5, head_size=4)
+
+
+def test_the_model_talks_to_any_cache_with_the_decoder_cache_interface():
+    """A cache of another design (here: one that concatenates) works with GPT through
+    course_lib.model.DecoderCache alone; the model never reads KVCache's own fields."""
+    from course_lib.model import DecoderCache
+
+    class ConcatCache:
+        def __init__(self, n_layer, n_kv_head, head_size, batch_size):
+            self.n_layer, self.n_kv_head, self.head_size = n_layer, n_kv_head, head_size
+            self.batch_size, self.kv = batch_size, [None] * n_layer
+
+        @property
+        def layer_lengths(self):
+            return tuple(0 if kv is None else kv[0].shape[-2] for kv in self.kv)
+
+        @property
+        def length(self):
+            return min(self.layer_lengths)
+
+        def layer(self, index):
+            cache = self
+
+            class Layer:
+                def update(self, k, v):
+                    old = cache.kv[index]
+                    cache.kv[index] = (k, v) if old is None else (torch.cat([old[0], k], -2),
+                                                                    torch.cat([old[1], v], -2))
+                    return cache.kv[index]
+            return Layer()
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=11, block_size=16, n_layer=2, n_head=4, n_kv_head=2, n_embd=16,
+                          pos_encoding="rope")).eval()
+    idx = torch.randint(11, (2, 9))
+    cache = ConcatCache(2, 2, 4, batch_size=2)
+    assert isinstance(cache, DecoderCache)
+    assert isinstance(KVCache.for_model(model, 2), DecoderCache)
+    with torch.no_grad():
+        full = model(idx)[0]
+        steps = [model(idx[:, :5], cache=cache)[0]] + [model(idx[:, t:t + 1], cache=cache)[0]
+                                                      for t in range(5, 9)]
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)

@@ -917,9 +917,9 @@ def test_relative_positions_rejects_fewer_keys_than_queries():
     (lambda: alibi_bias(0, 4), r"n_heads must be a positive integer, got 0"),
     (lambda: alibi_slopes(True), r"n_heads must be a positive integer, got True"),
     (lambda: T5RelativeBias(0), r"n_heads must be a positive integer, got 0"),
-    (lambda: ShawRelativeAttention(16, 0, 2), r"not divisible by n_heads=0"),
-    (lambda: TransformerXLRelativeAttention(16, 0), r"not divisible by n_heads=0"),
-    (lambda: RotaryMultiHeadAttention(16, 0), r"not divisible by n_heads=0"),
+    (lambda: ShawRelativeAttention(16, 0, 2), r"not divisible by n_head=0"),
+    (lambda: TransformerXLRelativeAttention(16, 0), r"not divisible by n_head=0"),
+    (lambda: RotaryMultiHeadAttention(16, 0), r"not divisible by n_head=0"),
 ], ids=["alibi_slopes", "alibi_bias", "alibi_bool", "t5_bias", "shaw", "txl", "rotary"])
 def test_zero_heads_are_rejected(make, match):
     with pytest.raises(ValueError, match=match):

@@ -7,6 +7,7 @@ import shutil
 import pytest
 import torch
 
+import course_lib.model
 import course_lib.pretrained as pretrained
 from course_lib.model import GPT, load_pretrained
 from course_lib.training import CONFIGS
@@ -67,7 +68,7 @@ def test_a_damaged_file_is_refused_with_its_name(tmp_path, monkeypatch):
     with open(tmp_path / "shakespeare_char.pt", "r+b") as f:
         f.seek(1000)
         f.write(b"\x00\x01\x02")
-    monkeypatch.setattr(pretrained, "PRETRAINED_DIR", tmp_path)
+    monkeypatch.setattr(course_lib.model, "PRETRAINED_DIR", tmp_path)
     with pytest.raises(ValueError, match="shakespeare_char.pt has sha256"):
         pretrained.load_pretrained()
 

@@ -911,9 +911,78 @@ def test_command_line_overrides_reach_the_run(shakespeare, tmp_path, capsys):
     assert [r["tokens"] for r in _log(tmp_path)] == [0, 5 * 8 * 16]
     saved = load_checkpoint(tmp_path / "final.pt")["train_config"]
     preset_cpu = CONFIGS["shakespeare_char_cpu"]
-    assert (saved["n_layer"], saved["n_embd"], saved["n_head"], saved["block_size"],
+    model = saved["model"]
+    assert (model["n_layer"], model["n_embd"], model["n_head"], model["block_size"],
             saved["batch_size"], saved["max_iters"], saved["progress"], saved["plot"]) == \
         (1, 32, 2, 16, 8, 5, False, False)
     assert (saved["learning_rate"], saved["warmup_iters"], saved["device"]) == \
         (preset_cpu.learning_rate, preset_cpu.warmup_iters, "cpu"), "the rest is the preset's"
     assert not (tmp_path / "loss.png").exists()
+
+
+# --- TrainConfig.model: every model the course teaches ---------------------------------------
+
+def test_the_flat_model_names_are_the_model_configs_fields():
+    config = TrainConfig(n_layer=2, n_head=4, n_embd=64, block_size=32, dropout=0.0)
+    assert isinstance(config.model, GPTConfig)
+    assert (config.model.n_layer, config.model.n_head, config.model.n_embd,
+            config.model.block_size) == (2, 4, 64, 32)
+    assert (config.n_layer, config.n_head, config.n_embd, config.block_size) == (2, 4, 64, 32)
+    assert config.model.n_kv_head == 4, "an MHA model keeps n_kv_head = n_head"
+    assert config.model.d_ff == 256, "d_ff follows the new width (4 n_embd)"
+
+
+def test_replace_takes_model_fields_by_dotted_name_and_keeps_derived_defaults():
+    config = CONFIGS["shakespeare_char_cpu"]
+    mqa = config.replace(**{"model.n_kv_head": 1, "model.pos_encoding": "rope"})
+    assert (mqa.model.n_kv_head, mqa.model.pos_encoding) == (1, "rope")
+    assert (config.model.n_kv_head, config.model.pos_encoding) == (4, "learned"), "a copy"
+    assert config.replace(n_head=8).model.n_kv_head == 8
+    assert config.replace(n_head=8, n_kv_head=2).model.n_kv_head == 2
+    assert config.replace(**{"model.d_ff": 100}).replace(n_embd=64).model.d_ff == 100, \
+        "an explicit d_ff stays"
+    with pytest.raises(ValueError, match="n_kv_heads"):
+        config.replace(**{"model.n_kv_heads": 1})
+    with pytest.raises(ValueError, match="n_kv_head"):
+        config.replace(**{"model.n_kv_head": 3})
+
+
+def test_a_config_round_trips_through_plain_data_and_reads_the_old_flat_format():
+    config = CONFIGS["shakespeare_char_cpu"].replace(**{"model.n_kv_head": 2})
+    assert TrainConfig.from_dict(config.to_dict()) == config
+    flat = {k: v for k, v in config.to_dict().items() if k != "model"}
+    flat.update(n_layer=4, n_head=4, n_embd=128, block_size=64, dropout=0.0, bias=False,
+                pos_encoding="learned", activation="gelu")
+    assert TrainConfig.from_dict(flat) == CONFIGS["shakespeare_char_cpu"]
+
+
+def test_the_command_line_sets_any_model_field(shakespeare, tmp_path, capsys):
+    argv = ["--config", "shakespeare_char_cpu", "--model.n_kv_head", "1", "--model.pos_encoding",
+            "rope", "--n_layer", "1", "--n_embd", "32", "--n_head", "2", "--block_size", "16",
+            "--batch_size", "4", "--max_iters", "2", "--eval_interval", "2", "--eval_iters", "1",
+            "--progress", "false", "--plot", "no", "--out_dir", str(tmp_path)]
+    with torch.random.fork_rng():
+        assert cli.main(argv) == 0
+    state = load_checkpoint(tmp_path / "final.pt")
+    model = state["train_config"]["model"]
+    assert (model["n_kv_head"], model["pos_encoding"], model["n_head"], model["n_layer"]) == \
+        (1, "rope", 2, 1)
+    assert state["model_config"]["n_kv_head"] == 1, "the checkpoint stores the whole model config"
+    assert state["model"]["blocks.0.attn.k_proj.weight"].shape == (16, 32), "one KV head of 16"
+    assert cli.main(["--resume", str(tmp_path / "final.pt"), "--model.n_kv_head", "2"]) == 2
+    assert "model.n_kv_head: 1 -> 2" in capsys.readouterr().err
+
+
+def test_train_trains_a_given_model_exactly_as_it_trains_its_own_gpt(corpus, tmp_path):
+    config = _tiny(tmp_path / "own", max_iters=6, eval_interval=3, grad_accum_steps=2,
+                   **{"model.n_kv_head": 1, "model.pos_encoding": "rope"})
+    own = _train(config, corpus)
+    with torch.random.fork_rng():
+        torch.manual_seed(config.seed)
+        given = GPT(config.model_config(len(corpus[2])))
+    result = _train(config.replace(out_dir=str(tmp_path / "given")), corpus, model=given)
+    assert result.model is given
+    assert result.train_losses == own.train_losses
+    assert _without_timing(result.history) == _without_timing(own.history)
+    with pytest.raises(TypeError, match="nn.Module"):
+        train(config, data=corpus, model="gpt")
