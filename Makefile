@@ -67,7 +67,7 @@ lint: $(STAMP)
 	$(BIN)/python tools/lint_tests.py tests solutions
 
 test: $(STAMP) lint
-	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -n $(JOBS) --dist loadscope -q tests solutions --nbval \
+	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -n $(JOBS) --dist loadscope -q --durations=25 tests solutions --nbval \
 		--nbval-sanitize-with tests/notebooks/sanitize.cfg
 	@echo "make test: all passed"
 
