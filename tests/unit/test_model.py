@@ -726,7 +726,7 @@ def test_a_tiny_gpt_overfits_one_small_batch():
 
 
 # ------------------------------------------------------------------------------------------
-# course_lib.metrics.topk_accuracy (lesson 06's exercise 5)
+# course_lib.metrics.topk_accuracy (lesson 06's top-k accuracy exercise)
 # ------------------------------------------------------------------------------------------
 
 def test_topk_accuracy_counts_targets_among_the_k_best_and_skips_ignored_positions():

@@ -38,6 +38,22 @@ _BLOCK = """
         return h + block.dropout(m)
 """
 
+_GPT = """
+    def gpt_forward(model, idx):
+        if idx.ndim != 2:
+            raise ValueError(f"idx must be (B, T), got shape {tuple(idx.shape)}")
+        B, T = idx.shape
+        if T > model.config.block_size:
+            raise ValueError(f"T={T} is longer than block_size={model.config.block_size}")
+        pos = torch.arange(T)
+        x = model.wte(idx) + model.wpe(pos)
+        x = model.drop(x)
+        for block in model.blocks:
+            x = pre_ln_block(block, x)
+        x = model.ln_f(x)
+        return model.lm_head(x)
+"""
+
 _PARAMS = """
     def count_gpt_params(config):
         D = config.n_embd
@@ -107,6 +123,33 @@ WRONG: dict[str, list[str]] = {
         mutate(_BLOCK, "h = x + block.dropout(a)", "h = block.dropout(x + a)"),  # dropout on the bypass too
         mutate(_BLOCK, "block.ln_2(h)", "block.ln_1(h)"),  # one LayerNorm for both branches
         mutate(_BLOCK, "is_causal=True", "is_causal=False"),  # attention sees the future
+    ],
+    "gpt_answer": [
+        mutate(_GPT, "x = model.wte(idx) + model.wpe(pos)", "x = model.wte(idx)"),  # no positions
+        mutate(_GPT, "        x = model.ln_f(x)\n", ""),  # no final LayerNorm
+        mutate(_GPT, "return model.lm_head(x)",
+               "return x @ model.wte.weight.T"),  # assumes a tied head: wrong for an untied one
+        mutate(_GPT, "pos = torch.arange(T)", "pos = torch.arange(1, T + 1)"),  # positions from 1
+        mutate(_GPT, "x = pre_ln_block(block, x)", "x = block(x)"),  # calls Block.forward
+        mutate(_GPT, "if T > model.config.block_size:",
+               "if T >= model.config.block_size:"),  # off by one: refuses T = block_size
+        mutate(_GPT, """        if T > model.config.block_size:
+            raise ValueError(f"T={T} is longer than block_size={model.config.block_size}")
+""", ""),  # no length check: the position table raises IndexError
+        mutate(_GPT, "x = model.wte(idx) + model.wpe(pos)",
+               "x = model.wte(idx) + model.wpe.weight"),  # the whole table: right for T = block_size only
+        """
+        def gpt_forward(model, idx):  # the LayerNorm before the blocks instead of after them
+            T = idx.shape[1]
+            if idx.dim() != 2 or T > model.config.block_size:
+                raise ValueError("idx must be (B, T) with T <= block_size")
+            x = model.ln_f(model.wte(idx) + model.wpe(torch.arange(T)))
+            for block in model.blocks:
+                x = pre_ln_block(block, x)
+            return model.lm_head(x)
+        """,
+        mutate(_GPT, "return model.lm_head(x)",
+               "return model.lm_head(x).softmax(dim=-1)"),  # probabilities, not logits
     ],
     "params_answer": [
         """
@@ -196,6 +239,32 @@ RIGHT: dict[str, str] = {
                 hidden = self.activation(self.fc(x))
                 return self.proj(hidden)
     """,
+    "block_answer": """
+        def pre_ln_block(block, x):
+            def residual(stream, norm, branch):
+                return stream + block.dropout(branch(norm(stream)))
+
+            def attend(h):
+                out, _weights = block.attn(h, is_causal=True)
+                return out
+
+            return residual(residual(x, block.ln_1, attend), block.ln_2, block.mlp)
+    """,
+    "gpt_answer": """
+        def gpt_forward(model, idx):
+            if len(idx.shape) != 2:
+                raise ValueError(f"expected token ids of shape (batch, time), got {list(idx.shape)}")
+            n_positions = model.wpe.weight.shape[0]
+            if idx.shape[-1] > n_positions:
+                raise ValueError(f"{idx.shape[-1]} tokens, but only {n_positions} positions exist")
+            positions = torch.arange(idx.shape[-1], device=idx.device)
+            hidden = model.wte.weight[idx] + model.wpe.weight[positions][None]
+            hidden = model.drop(hidden)
+            for layer in range(len(model.blocks)):
+                hidden = pre_ln_block(model.blocks[layer], hidden)
+            hidden = model.ln_f(hidden)
+            return torch.einsum("btd,vd->btv", hidden, model.lm_head.weight)
+    """,
     "params_answer": """
         from typing import NamedTuple
 
@@ -239,5 +308,43 @@ RIGHT: dict[str, str] = {
             logits = last @ head.weight.T + head.bias
             log_probs = logits.log_softmax(-1)
             return logits, -log_probs[torch.arange(len(labels)), labels].mean()
+    """,
+}
+
+# Answers that call the forbidden reference: the whole lesson's entry of tests/grading/submissions.py
+# FORBIDDEN_ANSWERS, which this replaces. Each must earn exactly its visible points.
+FORBIDDEN: dict[str, str] = {
+    "layer_norm_answer": """
+        def layer_norm(x, weight, bias=None, eps=1e-5):
+            return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
+    """,
+    "ffn_answer": """
+        class FeedForward(ref.MLP):
+            def __init__(self, d_model, d_ff, activation="relu", bias=True):
+                super().__init__(GPTConfig(vocab_size=1, n_embd=d_model, n_head=1, d_ff=d_ff,
+                                           activation=activation, bias=bias))
+    """,
+    "block_answer": """
+        def pre_ln_block(block, x):
+            return block(x)
+    """,
+    "gpt_answer": """
+        def gpt_forward(model, idx):
+            return model(idx)[0]
+    """,
+    "params_answer": """
+        def count_gpt_params(config):
+            return ref.count_parameters(config)
+    """,
+    "accuracy_answer": """
+        def topk_accuracy(logits, targets, k=1, ignore_index=-100):
+            return topk_accuracy_ref(logits, targets, k, ignore_index)
+    """,
+    "classify_answer": """
+        class LastPooling:  # stands in for a classifier: pool() only reads .pooling
+            pooling = "last"
+        def classify(hidden, lengths, head, labels):
+            logits = head(GPTClassifier.pool(LastPooling(), hidden, lengths))
+            return logits, F.cross_entropy(logits, labels)
     """,
 }
