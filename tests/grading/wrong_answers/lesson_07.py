@@ -71,6 +71,63 @@ _FLOPS = """
         return flops_per_token(config) * tokens_per_second / peak_flops
 """
 
+_STEP = """
+    def train_step(model, optimizer, micro_batches, lr, grad_clip):
+        for g in optimizer.param_groups:
+            g["lr"] = lr
+        optimizer.zero_grad()
+        n = len(micro_batches)
+        total = 0.0
+        for x, y in micro_batches:
+            logits, loss = model(x, y)
+            loss = loss / n
+            loss.backward()
+            total += loss.item()
+        if grad_clip > 0:
+            clip_grad_norm(model.parameters(), grad_clip)
+        optimizer.step()
+        return total
+"""
+
+_LOOP = """
+    def train_loop(config, train_data, val_data, vocab_size):
+        torch.manual_seed(config.seed)
+        model = GPT(config.model_config(vocab_size))
+        torch.manual_seed(config.seed + 1)
+        optimizer = torch.optim.AdamW(ref.parameter_groups(model, config.weight_decay),
+                                      lr=config.learning_rate, betas=(config.beta1, config.beta2))
+        D = config.lr_decay_iters if config.lr_decay_iters > 0 else config.max_iters
+        W = min(config.warmup_iters, D)
+        gen = torch.Generator().manual_seed(config.seed)
+        losses = []
+        history = []
+
+        def estimate():
+            model.eval()
+            rec = {"step": len(losses)}
+            with torch.no_grad():
+                for split, d in [("train", train_data), ("val", val_data)]:
+                    g = torch.Generator().manual_seed(config.seed + 10000)
+                    ls = []
+                    for i in range(config.eval_iters):
+                        xb, yb = get_batch(d, config.batch_size, config.block_size, g)
+                        ls.append(model(xb, yb)[1].item())
+                    rec[split + "_loss"] = sum(ls) / len(ls)
+            model.train()
+            history.append(rec)
+
+        estimate()
+        for it in range(config.max_iters):
+            lr = lr_at(it, config.learning_rate, config.min_lr, W, D)
+            batches = []
+            for k in range(config.grad_accum_steps):
+                batches.append(get_batch(train_data, config.batch_size, config.block_size, gen))
+            losses.append(train_step(model, optimizer, batches, lr, config.grad_clip))
+            if (it + 1) % config.eval_interval == 0 or it + 1 == config.max_iters:
+                estimate()
+        return model, losses, history
+"""
+
 # Plausible wrong answers: the mistakes learners make, three or more per exercise. The k-th wrong
 # answer of every exercise of a lesson share one submission (exercises are graded independently),
 # and each must lose at least one of its exercise's points.
@@ -149,6 +206,45 @@ WRONG: dict[str, list[str]] = {
         mutate(_FLOPS, "return flops_per_token(config) * tokens_per_second / peak_flops",
                "return 100 * flops_per_token(config) * tokens_per_second / peak_flops"),  # a percentage
     ],
+    "train_step_answer": [
+        mutate(_STEP, """        for g in optimizer.param_groups:
+            g["lr"] = lr
+        optimizer.zero_grad()
+""", """        optimizer.zero_grad()
+""").replace("        optimizer.step()\n", "        optimizer.step()\n"
+                     "        for g in optimizer.param_groups:\n            g[\"lr\"] = lr\n"),
+        # ^ sets the rate after the update: the step runs at the previous step's rate
+        mutate(_STEP, "            loss = loss / n\n            loss.backward()\n            total += loss.item()",
+               "            loss.backward()\n            total += loss.item() / n"),
+        # ^ the mean loss is right, but the gradients of the micro-batches are summed (A times too large)
+        mutate(_STEP, """        if grad_clip > 0:
+            clip_grad_norm(model.parameters(), grad_clip)
+        optimizer.step()
+""", """        optimizer.step()
+        if grad_clip > 0:
+            clip_grad_norm(model.parameters(), grad_clip)
+"""),  # clips after the update, which has already used the raw gradients
+        mutate(_STEP, "        optimizer.zero_grad()\n", ""),  # adds to whatever .grad held before
+        mutate(_STEP, "            total += loss.item()", "            total = loss.item() * n"),
+        # ^ returns the last micro-batch's loss
+    ],
+    "train_loop_answer": [
+        mutate(_LOOP, "lr = lr_at(it, config.learning_rate", "lr = lr_at(it + 1, config.learning_rate"),
+        # ^ the schedule one step ahead (a scheduler stepped before the optimizer)
+        mutate(_LOOP, "torch.optim.AdamW(ref.parameter_groups(model, config.weight_decay),",
+               "torch.optim.AdamW(model.parameters(), weight_decay=config.weight_decay,"),
+        # ^ weight decay on every parameter, LayerNorm gains and biases too
+        mutate(_LOOP, "                    g = torch.Generator().manual_seed(config.seed + 10000)\n", ""
+               ).replace("get_batch(d, config.batch_size, config.block_size, g)",
+                         "get_batch(d, config.batch_size, config.block_size, gen)"),
+        # ^ evaluates on batches of the training generator: other batches, and it moves the data
+        mutate(_LOOP, "            model.eval()\n", ""),  # evaluates with dropout on
+        mutate(_LOOP, "        W = min(config.warmup_iters, D)\n", "        W = config.warmup_iters\n"),
+        # ^ a warmup longer than the decay is not cut to it
+        mutate(_LOOP, "if (it + 1) % config.eval_interval == 0 or it + 1 == config.max_iters:",
+               "if (it + 1) % config.eval_interval == 0:"),  # no evaluation after the last step
+        mutate(_LOOP, "            model.train()\n", ""),  # stays in eval mode: trains without dropout
+    ],
 }
 
 # Right answers written differently; they must keep full marks.
@@ -222,5 +318,132 @@ RIGHT: dict[str, str] = {
         def mfu(config, tokens_per_second, peak_flops):
             achieved = flops_per_token(config) * tokens_per_second
             return float(achieved / peak_flops)
+    """,
+    "train_step_answer": """
+        def train_step(model, optimizer, micro_batches, lr, grad_clip):
+            params = [p for group in optimizer.param_groups for p in group["params"]]
+            for p in params:
+                p.grad = None
+            parts = []
+            for x, y in micro_batches:
+                part = model(x, y)[1] * (1.0 / len(micro_batches))
+                part.backward()
+                parts.append(part.detach())
+            if grad_clip:
+                torch.nn.utils.clip_grad_norm_(params, max_norm=grad_clip)
+            for group in optimizer.param_groups:
+                group.update(lr=lr)
+            optimizer.step()
+            return float(sum(parts))
+    """,
+    "train_loop_answer": """
+        def train_loop(config, train_data, val_data, vocab_size):
+            torch.manual_seed(config.seed)
+            net = GPT(config.model_config(vocab_size))
+            torch.manual_seed(config.seed + 1)
+            matrices = [p for p in net.parameters() if p.ndim >= 2]
+            vectors = [p for p in net.parameters() if p.ndim < 2]
+            opt = torch.optim.AdamW([{"params": matrices, "weight_decay": config.weight_decay},
+                                     {"params": vectors, "weight_decay": 0.0}],
+                                    lr=config.learning_rate, betas=(config.beta1, config.beta2))
+            decay = config.max_iters if config.lr_decay_iters == 0 else config.lr_decay_iters
+            warm = min(decay, config.warmup_iters)
+            schedule = torch.optim.lr_scheduler.LambdaLR(
+                opt, lambda s: ref.warmup_cosine_lr(s, max_lr=config.learning_rate,
+                                                    min_lr=config.min_lr, warmup_iters=warm,
+                                                    decay_iters=decay) / config.learning_rate)
+            stream = torch.Generator().manual_seed(config.seed)
+            losses, history = [], []
+
+            def evaluation(step):
+                net.train(False)
+                row = {"step": step}
+                with torch.no_grad():
+                    for split, tokens in {"train": train_data, "val": val_data}.items():
+                        fixed = torch.Generator().manual_seed(config.seed + 10_000)
+                        values = []
+                        for _ in range(config.eval_iters):
+                            x, y = get_batch_ref(tokens, config.batch_size, config.block_size,
+                                                 generator=fixed)
+                            values.append(net(x, y)[1].item())
+                        row[split + "_loss"] = sum(values) / len(values)
+                net.train(True)
+                history.append(row)
+
+            evaluation(0)
+            for step in range(1, config.max_iters + 1):
+                opt.zero_grad(set_to_none=True)
+                step_loss = 0.0
+                for _ in range(config.grad_accum_steps):
+                    x, y = get_batch_ref(train_data, config.batch_size, config.block_size,
+                                         generator=stream)
+                    loss = net(x, y)[1] / config.grad_accum_steps
+                    loss.backward()
+                    step_loss += loss.item()
+                if config.grad_clip > 0:
+                    torch.nn.utils.clip_grad_norm_(net.parameters(), config.grad_clip)
+                opt.step()
+                schedule.step()
+                losses.append(step_loss)
+                if step % config.eval_interval == 0 or step == config.max_iters:
+                    evaluation(step)
+            return net, losses, history
+    """,
+}
+
+# The lesson's entry of tests/grading/submissions.py FORBIDDEN_ANSWERS (it replaces it): answers
+# that call what an exercise forbids; each must earn exactly its exercise's visible points.
+FORBIDDEN: dict[str, str] = {
+    "get_batch_answer": """
+        def get_batch(data, batch_size, block_size, generator=None):
+            return get_batch_ref(data, batch_size, block_size, generator=generator)
+    """,
+    "lr_answer": """
+        def lr_at(step, max_lr, min_lr, warmup_iters, decay_iters):
+            return ref.warmup_cosine_lr(step, max_lr=max_lr, min_lr=min_lr,
+                                        warmup_iters=warmup_iters, decay_iters=decay_iters)
+    """,
+    "clip_answer": """
+        def clip_grad_norm(parameters, max_norm):
+            params = [p for p in parameters if p.grad is not None]
+            if max_norm <= 0:
+                raise ValueError("max_norm must be positive")
+            return float(torch.nn.utils.clip_grad_norm_(params, max_norm)) if params else 0.0
+    """,
+    "accum_answer": """
+        def accumulated_step(model, micro_batches, optimizer):
+            optimizer.zero_grad(set_to_none=True)
+            x = torch.cat([x for x, _ in micro_batches])
+            y = torch.cat([y for _, y in micro_batches])
+            _, loss = model(x, y)
+            loss.backward()
+            optimizer.step()
+            return loss.item()
+    """,
+    "flops_answer": """
+        def flops_per_token(config):
+            return ref.flops_per_token(config)
+
+        def mfu(config, tokens_per_second, peak_flops):
+            return ref.estimate_mfu(ref.flops_per_token(config), tokens_per_second, peak=peak_flops)
+    """,
+    "train_step_answer": """
+        def train_step(model, optimizer, micro_batches, lr, grad_clip):
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            optimizer.zero_grad(set_to_none=True)
+            x = torch.cat([x for x, _ in micro_batches])
+            y = torch.cat([y for _, y in micro_batches])
+            _, loss = model(x, y)
+            loss.backward()
+            if grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+            optimizer.step()
+            return loss.item()
+    """,
+    "train_loop_answer": """
+        def train_loop(config, train_data, val_data, vocab_size):
+            run = ref.train(config, data=(train_data, val_data, vocab))
+            return run.model, run.train_losses, run.history
     """,
 }
