@@ -115,72 +115,6 @@ FORBIDDEN_ANSWERS: dict[str, dict[str, str]] = {
                 return ref.merge_heads(x)
         """,
     },
-    "06_transformer_block": {
-        "layer_norm_answer": """
-            def layer_norm(x, weight, bias=None, eps=1e-5):
-                return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
-        """,
-        "ffn_answer": """
-            class FeedForward(ref.MLP):
-                def __init__(self, d_model, d_ff, activation="relu", bias=True):
-                    super().__init__(GPTConfig(vocab_size=1, n_embd=d_model, n_head=1, d_ff=d_ff,
-                                               activation=activation, bias=bias))
-        """,
-        "block_answer": """
-            def pre_ln_block(block, x):
-                return block(x)
-        """,
-        "params_answer": """
-            def count_gpt_params(config):
-                return ref.count_parameters(config)
-        """,
-        "accuracy_answer": """
-            def topk_accuracy(logits, targets, k=1, ignore_index=-100):
-                return topk_accuracy_ref(logits, targets, k, ignore_index)
-        """,
-        "classify_answer": """
-            class LastPooling:  # stands in for a classifier: pool() only reads .pooling
-                pooling = "last"
-            def classify(hidden, lengths, head, labels):
-                logits = head(GPTClassifier.pool(LastPooling(), hidden, lengths))
-                return logits, F.cross_entropy(logits, labels)
-        """,
-    },
-    "07_training": {
-        "get_batch_answer": """
-            def get_batch(data, batch_size, block_size, generator=None):
-                return get_batch_ref(data, batch_size, block_size, generator=generator)
-        """,
-        "lr_answer": """
-            def lr_at(step, max_lr, min_lr, warmup_iters, decay_iters):
-                return ref.warmup_cosine_lr(step, max_lr=max_lr, min_lr=min_lr,
-                                            warmup_iters=warmup_iters, decay_iters=decay_iters)
-        """,
-        "clip_answer": """
-            def clip_grad_norm(parameters, max_norm):
-                params = [p for p in parameters if p.grad is not None]
-                if max_norm <= 0:
-                    raise ValueError("max_norm must be positive")
-                return float(torch.nn.utils.clip_grad_norm_(params, max_norm)) if params else 0.0
-        """,
-        "accum_answer": """
-            def accumulated_step(model, micro_batches, optimizer):
-                optimizer.zero_grad(set_to_none=True)
-                x = torch.cat([x for x, _ in micro_batches])
-                y = torch.cat([y for _, y in micro_batches])
-                _, loss = model(x, y)
-                loss.backward()
-                optimizer.step()
-                return loss.item()
-        """,
-        "flops_answer": """
-            def flops_per_token(config):
-                return ref.flops_per_token(config)
-
-            def mfu(config, tokens_per_second, peak_flops):
-                return ref.estimate_mfu(ref.flops_per_token(config), tokens_per_second, peak=peak_flops)
-        """,
-    },
     "09_decoding": {
         "greedy_answer": """
             def greedy_decode(model, idx, max_new_tokens):
@@ -228,7 +162,9 @@ FORBIDDEN_ANSWERS: dict[str, dict[str, str]] = {
         """,
     },
 }
-FORBIDDEN_ANSWERS.update(FORBIDDEN_OVERRIDES)  # lessons whose exercises were redesigned keep theirs beside their wrong answers
+# Lessons 04, 05, 06, 07, 08 and 10 keep theirs beside their wrong answers (FORBIDDEN in
+# wrong_answers/lesson_NN.py).
+FORBIDDEN_ANSWERS.update(FORBIDDEN_OVERRIDES)
 
 
 # Hostile answers (issue 14): each targets lesson 00's first answer cell, attacks the grading

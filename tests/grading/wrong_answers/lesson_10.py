@@ -513,14 +513,16 @@ def generate(model, idx, max_new_tokens, *, temperature=1.0, top_k=None, top_p=N
     mode = model.training
     model.eval()
     seq = idx.clone()
-    cache = None
+    cache, cached = None, 0  # the cache is opaque: count the tokens it holds here
     with torch.no_grad():
         for _ in range(max_new_tokens):
-            if use_cache and cache is not None and cache["length"] < limit:
+            if use_cache and cache is not None and cached < limit:
                 logits, _ = model(seq[:, -1:], cache=cache)
+                cached += 1
             elif use_cache:
                 cache = model.new_cache()
                 logits, _ = model(seq[:, -limit:], cache=cache)
+                cached = min(seq.shape[1], limit)
             else:
                 logits, _ = model(seq[:, -limit:])
             last = logits[:, -1, :].float()
