@@ -20,11 +20,15 @@ import torch
 from course_lib.data import CharVocab, load_text, train_val_split
 from course_lib.metrics import corpus_loss
 
-# Loading lives with the model; these names are re-exported for the code that imports them here.
-from course_lib.model import GPT, PRETRAINED_DIR, Pretrained, _sha256, load_pretrained  # noqa: F401
-from course_lib.model import PRETRAINED_FORMAT as FORMAT
-from course_lib.model import _load_pretrained_file as _load_file
-from course_lib.model import available_pretrained as available  # noqa: F401
+# Loading lives with the model; PRETRAINED_DIR and load_pretrained are re-exported from here.
+from course_lib.model import (  # noqa: F401
+    GPT,
+    PRETRAINED_DIR,
+    PRETRAINED_FORMAT,
+    _load_pretrained_file,
+    _sha256,
+    load_pretrained,
+)
 
 
 def validation_loss(model: GPT, vocab: CharVocab, dataset: str = "tinyshakespeare",
@@ -43,9 +47,9 @@ def export_pretrained(model: GPT, vocab: CharVocab, path: str | os.PathLike, *, 
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().to("cpu", torch.float16).clone() for k, v in model.state_dict().items()
              if not (model.config.tie_weights and k == "lm_head.weight")}
-    torch.save({"format": FORMAT, "model_config": asdict(model.config), "vocab": vocab.chars,
+    torch.save({"format": PRETRAINED_FORMAT, "model_config": asdict(model.config), "vocab": vocab.chars,
                 "state_dict": state}, path)
-    reloaded = _load_file(path)
+    reloaded = _load_pretrained_file(path)
     val_loss = validation_loss(reloaded.model, reloaded.vocab, train_config["dataset"],
                                train_config["val_fraction"])
     info = {"name": path.stem, "file": path.name, "bytes": path.stat().st_size,

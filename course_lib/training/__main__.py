@@ -29,12 +29,8 @@ def _parse_optional_int(text: str) -> int | None:
     return None if text.lower() == "none" else int(text)
 
 
-# GPTConfig fields whose default None means "derived" (n_kv_head = n_head, d_ff = 4 n_embd)
-_OPTIONAL_INTS = ("n_kv_head", "d_ff")
-
-
 def _model_flag_type(f: dataclasses.Field):
-    if f.name in _OPTIONAL_INTS:
+    if f.default is None:   # derived when None: n_kv_head = n_head, d_ff = 4 n_embd
         return _parse_optional_int, "INT|none"
     kind = type(f.default)
     return {bool: _parse_bool, int: int, float: float, str: str}[kind], kind.__name__.upper()

@@ -85,16 +85,6 @@ class TrainConfig:
     progress: bool = True           # a tqdm bar with the loss and tokens/s
     plot: bool = True               # write loss.png in out_dir at the end
 
-    block_size = _shortcut("block_size")
-    n_layer = _shortcut("n_layer")
-    n_head = _shortcut("n_head")
-    n_kv_head = _shortcut("n_kv_head")
-    n_embd = _shortcut("n_embd")
-    dropout = _shortcut("dropout")
-    bias = _shortcut("bias")
-    pos_encoding = _shortcut("pos_encoding")
-    activation = _shortcut("activation")
-
     def __init__(self, model: GPTConfig | dict | None = None, **kwargs) -> None:
         names = [f.name for f in fields(self) if f.name != "model"]
         unknown = sorted(set(kwargs) - set(names) - set(MODEL_SHORTCUTS))
@@ -141,15 +131,12 @@ class TrainConfig:
     def replace(self, **changes) -> TrainConfig:
         """A copy with some fields changed: TrainConfig fields, `model=GPTConfig(...)`, the flat
         model names (n_layer=...), or "model.FIELD" keys (the CLI's --model.FIELD)."""
-        model_changes = {k.removeprefix("model."): changes.pop(k) for k in list(changes)
-                         if k.startswith("model.")}
-        model_changes.update({k: changes.pop(k) for k in MODEL_SHORTCUTS if k in changes})
+        dotted = {k.removeprefix("model."): changes.pop(k) for k in list(changes)
+                  if k.startswith("model.")}
         model = changes.pop("model", self.model)
-        if isinstance(model, dict):
-            model = GPTConfig(**model)
-        model = replace_model(model, model_changes)
+        model = replace_model(GPTConfig(**model) if isinstance(model, dict) else model, dotted)
         current = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "model"}
-        return TrainConfig(model=model, **{**current, **changes})
+        return TrainConfig(model=model, **{**current, **changes})  # __init__ applies n_layer=...
 
     def to_dict(self) -> dict:
         """Plain data (the model config as a nested dict): what checkpoints store."""
@@ -162,6 +149,10 @@ class TrainConfig:
         model = saved.pop("model", None)
         known = {f.name for f in fields(cls)} | set(MODEL_SHORTCUTS)
         return cls(model=model, **{k: v for k, v in saved.items() if k in known})
+
+
+for _name in MODEL_SHORTCUTS:
+    setattr(TrainConfig, _name, _shortcut(_name))
 
 
 # Fields that change what is trained; a resumed run must keep them (the others, such as
