@@ -82,10 +82,10 @@ execute-solutions: $(STAMP)
 	$(BIN)/python tools/execute_solutions.py $(LESSONS)
 
 autograde: $(STAMP)
-	$(BIN)/python tools/autograde.py $(LESSONS) $(AUTOGRADE_FLAGS)
+	$(BIN)/python grader/autograde.py $(LESSONS) $(AUTOGRADE_FLAGS)
 
 feedback: $(STAMP)
-	$(BIN)/python tools/feedback.py $(LESSONS)
+	$(BIN)/python grader/feedback.py $(LESSONS)
 
 bench: $(STAMP)
 	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

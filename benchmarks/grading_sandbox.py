@@ -3,7 +3,7 @@
 A temporary course directory holds one lesson, released, with the solution submitted as one
 student. Rounds alternate three graders on it:
 
-- `tools/autograde.py` as `make autograde` runs it: answer policy, staging, the bubblewrap
+- `grader/autograde.py` as `make autograde` runs it: answer policy, staging, the bubblewrap
   sandbox, and the replay of the recorded checks against the instructor's run;
 - the same without the sandbox;
 - plain `nbgrader autograde` (none of the above): the peer.
@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tools import autograde as ag  # noqa: E402
-from tools import sandbox, verdicts  # noqa: E402
+from grader import autograde as ag  # noqa: E402
+from grader import sandbox, verdicts  # noqa: E402
 
 
 def main() -> None:

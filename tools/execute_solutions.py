@@ -1,6 +1,6 @@
 """Execute solution notebooks in place, storing the outputs that nbval compares, and the
 checks their test cells record: the reference that grading replays submissions against
-(reference-checks/<lesson>/, see tools/verdicts.py).
+(reference-checks/<lesson>/, see grader/verdicts.py).
 
     python tools/execute_solutions.py 00_setup 01_tokenization
 """
@@ -19,7 +19,7 @@ if __package__ in (None, ""):  # run as a script: make `tools` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from course_lib.grading import RECORD_ENV  # noqa: E402
-from tools import verdicts  # noqa: E402
+from grader import verdicts  # noqa: E402
 from tools.nbtools import lesson_names  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

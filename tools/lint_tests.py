@@ -12,7 +12,7 @@ Flags, in test modules (test_*.py) and in the graded test cells of solution note
   `raise AssertionError` outside an `except` handler. Test cells check through
   the recording helpers of `course_lib.grading` (`assert_tensor_close`, `assert_equal`,
   `assert_number_close`, `assert_raises`, `assert_true`, ...), whose records the grader compares
-  with the instructor's run in its own process (tools/verdicts.py). A `raise AssertionError(...)`
+  with the instructor's run in its own process (grader/verdicts.py). A `raise AssertionError(...)`
   in an `except` handler only turns an error into a message, and stays.
 """
 

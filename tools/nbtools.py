@@ -16,43 +16,18 @@ from pathlib import Path
 
 import nbformat
 
+from grader.cells import (  # noqa: F401 (re-exported for the tests and tools)
+    HIDDEN_TESTS_MARKER,
+    cell_source,
+    is_answer_cell,
+    is_hidden_test_cell,
+    is_test_cell,
+    is_written_answer,
+    lesson_names,
+    nbgrader_meta,
+)
+
 SCHEMA = 3
-HIDDEN_TESTS_MARKER = "### BEGIN HIDDEN TESTS"
-
-
-def lesson_names(root: str | Path) -> list[str]:
-    """The lessons of a course: the folders of solutions/, in order."""
-    return sorted(p.name for p in (Path(root) / "solutions").iterdir() if p.is_dir())
-
-
-# --- reading nbgrader metadata (cells from nbformat or plain JSON dicts) ---
-def nbgrader_meta(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
-
-
-def cell_source(cell) -> str:
-    source = cell["source"]
-    return source if isinstance(source, str) else "".join(source)
-
-
-def is_test_cell(cell) -> bool:
-    """A graded code cell that is not an answer: a visible or hidden test."""
-    meta = nbgrader_meta(cell)
-    return cell["cell_type"] == "code" and bool(meta.get("grade")) and not meta.get("solution")
-
-
-def is_hidden_test_cell(cell) -> bool:
-    return is_test_cell(cell) and HIDDEN_TESTS_MARKER in cell_source(cell)
-
-
-def is_answer_cell(cell) -> bool:
-    """An autograded answer (code); written answers are markdown solution cells."""
-    return cell["cell_type"] == "code" and bool(nbgrader_meta(cell).get("solution"))
-
-
-def is_written_answer(cell) -> bool:
-    meta = nbgrader_meta(cell)
-    return cell["cell_type"] == "markdown" and bool(meta.get("grade")) and bool(meta.get("solution"))
 
 
 def _source(text: str) -> str:

@@ -169,7 +169,7 @@ FORBIDDEN_ANSWERS.update(FORBIDDEN_OVERRIDES)
 
 # Hostile answers (issue 14): each targets lesson 00's first answer cell, attacks the grading
 # machinery, and defines a wrong stable_softmax that only the attack could make pass. The answer
-# policy (tools/answer_policy.py) must withhold every one: each scores 0 and is flagged.
+# policy (grader/answer_policy.py) must withhold every one: each scores 0 and is flagged.
 def _code(*parts: str) -> str:
     return "\n".join(textwrap.dedent(part).strip() for part in parts)
 

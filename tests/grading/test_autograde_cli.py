@@ -1,4 +1,4 @@
-"""`make autograde` as an instructor runs it: tools/autograde.py's command line on a fresh course
+"""`make autograde` as an instructor runs it: grader/autograde.py's command line on a fresh course
 folder (nothing released yet), then again with --resume."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import csv
 import shutil
 from pathlib import Path
 
-from tools import autograde as ag
-from tools import sandbox
+from grader import autograde as ag
+from grader import sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON = "00_setup"

@@ -1,7 +1,7 @@
 """The nbgrader pipeline, end to end, for every lesson, in a temporary course directory.
 
 Scores are read from the gradebook, never from exit codes. Every submission is graded by
-tools/autograde.py, the code behind `make autograde`.
+grader/autograde.py, the code behind `make autograde`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import psutil
 import pytest
 
 from tests.grading import submissions as subs
-from tools import autograde as ag
-from tools import sandbox, verdicts
+from grader import autograde as ag
+from grader import sandbox, verdicts
 from tools.nbtools import lesson_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +26,7 @@ TABLE_DIR = ROOT / "build" / "round_trip"
 LOOP_DEADLINE_S = 20
 EDITS = "calls-reference-edits-tests"
 # The instructor's run of each solution, which every submission's checks are replayed against
-# (tools/verdicts.py): shared by both halves of a lesson, computed once per change of the solution.
+# (grader/verdicts.py): shared by both halves of a lesson, computed once per change of the solution.
 REFERENCE_CACHE = ROOT / "build" / "verdict-reference"
 # Attacks on the verdict itself, graded once more with the answer policy off: the replay of the
 # recorded checks in the grader's process must give them 0 by itself.

@@ -136,7 +136,7 @@ def test_the_stored_reference_checks_are_current(lesson):
     """Grading replays every submission's checks against the solution's, stored by
     `make execute-solutions` with a key of the solution's code and course_lib; a stale key means
     grading would run the solution itself first (slower, same verdicts)."""
-    from tools import verdicts
+    from grader import verdicts
 
     solution = ROOT / "solutions" / lesson / f"{lesson}.ipynb"
     key_file = verdicts.stored_reference(ROOT, lesson, solution.name) / "key"

@@ -1,4 +1,4 @@
-"""The answer policy (tools/answer_policy.py): what an answer cell may contain before it runs.
+"""The answer policy (grader/answer_policy.py): what an answer cell may contain before it runs.
 
 Specification: every honest solution passes; the ordinary things learners write pass; each
 hostile answer of the round trip is caught for what it does (not for a syntax error).
@@ -7,7 +7,6 @@ hostile answer of the round trip is caught for what it does (not for a syntax er
 from __future__ import annotations
 
 import ast
-import runpy
 from pathlib import Path
 
 import nbformat
@@ -15,8 +14,8 @@ import pytest
 import torch
 
 from tests.grading.submissions import HOSTILE_ANSWERS
-from tools.answer_policy import check_answer, notebook_definitions, withheld_source
-from tools.autograde import protected_names
+from grader.answer_policy import check_answer, notebook_definitions, withheld_source
+from grader.autograde import protected_names
 from tools.nbtools import is_answer_cell, lesson_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,9 +126,9 @@ def test_notebook_definitions_map_imports_to_their_targets():
 
 
 def _redact():
-    from traitlets.config import Config
+    from grader.nbgrader_plugins import RedactFeedback
 
-    return runpy.run_path(str(ROOT / "nbgrader_config.py"), init_globals={"get_config": Config})["RedactFeedback"]()
+    return RedactFeedback()
 
 
 def test_feedback_keeps_only_the_verdict_of_a_hidden_test_and_screens_other_outputs():

@@ -1,4 +1,4 @@
-"""tools/autograde.py: integrity checks and the hard kill, without running nbgrader."""
+"""grader/autograde.py: integrity checks and the hard kill, without running nbgrader."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import psutil
 
-from tools import autograde as ag
+from grader import autograde as ag
 from tools import nbtools as nbt
 
 HIDDEN = "assert f(1) == 2\n### BEGIN HIDDEN TESTS\nassert f(2) == 3\n### END HIDDEN TESTS"

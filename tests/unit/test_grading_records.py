@@ -1,4 +1,4 @@
-"""Recording checks while grading, and replaying them in the grader's process (tools/verdicts.py).
+"""Recording checks while grading, and replaying them in the grader's process (grader/verdicts.py).
 
 The grader trusts only what it replays itself: a recorded value of an unknown type never equals
 anything, a check that did not run is missing, and the replay gives the notebook's own message.
@@ -25,7 +25,7 @@ from course_lib.grading import (
     read_records,
     replay_check,
 )
-from tools import verdicts
+from grader import verdicts
 
 
 class AlwaysEqual:
@@ -202,10 +202,15 @@ def test_compare_judges_with_the_references_options_and_message():
     assert failure.startswith("first: expected 1, got 1.5")
 
 
-def test_other_inputs_are_judged_against_the_learners_expected_value_and_noted():
-    drifted = [_record("a", "number", 5.0, 5.0), *REFERENCE[1:]]  # right answer to other inputs
+def test_other_inputs_score_zero_and_are_flagged_whatever_the_kernel_computed():
+    """An expected value computed in the kernel that differs from the instructor's run means the
+    test ran on other inputs (tampered values, or a drawn random state): the cell fails, with a
+    note that names why, even when the learner's value matches the kernel's expected value."""
+    drifted = [_record("a", "number", 5.0, 5.0), *REFERENCE[1:]]  # "right" for other inputs
     failure, notes = verdicts.compare(REFERENCE, drifted)["a"]
-    assert failure is None
-    assert "other inputs than the reference run" in notes[0]
+    assert failure is not None and "other inputs than the instructor's run" in failure, failure
+    assert notes == [verdicts.OTHER_INPUTS]
     drifted_and_wrong = [_record("a", "number", 4.0, 5.0), *REFERENCE[1:]]
     assert verdicts.compare(REFERENCE, drifted_and_wrong)["a"][0] is not None
+    untouched = verdicts.compare(REFERENCE, REFERENCE)["a"]
+    assert untouched == (None, [])

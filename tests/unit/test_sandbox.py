@@ -1,7 +1,7 @@
-"""The grading sandbox (tools/sandbox.py): a kernel that sees only what it needs.
+"""The grading sandbox (grader/sandbox.py): a kernel that sees only what it needs.
 
 Each test starts a real kernel through the sandbox's kernel spec, the way nbgrader does when
-tools/autograde.py grades, and checks one property from inside it.
+grader/autograde.py grades, and checks one property from inside it.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import sandbox
+from grader import sandbox
 
 pytestmark = pytest.mark.skipif(sandbox.bwrap_path() is None and os.environ.get("REQUIRE_SANDBOX") != "1",
                                 reason="bubblewrap is not installed here (Debian: apt install bubblewrap)")
@@ -84,18 +84,21 @@ def test_course_files_other_than_course_lib_do_not_exist_inside(kernel):
     assert out == str([False] * len(paths))
 
 
-def test_course_lib_is_read_only_and_the_network_is_gone(kernel):
+def test_course_lib_is_the_courses_read_only_and_the_network_is_gone(kernel):
+    """The kernel imports the graded course's course_lib (bound at /opt/grading/course_lib, first
+    on its path), cannot write it, and has no network."""
     out = kernel(
-        "import socket\n"
+        "import os, socket, course_lib\n"
+        "print(os.path.dirname(course_lib.__file__))\n"
         "try:\n"
-        f"    open({str(ROOT / 'course_lib' / 'pwned.py')!r}, 'w')\n"
+        "    open(os.path.join(os.path.dirname(course_lib.__file__), 'pwned.py'), 'w')\n"
         "except OSError as e:\n"
-        "    print(type(e).__name__)\n"
+        "    print('refused')\n"
         "try:\n"
         "    socket.create_connection(('1.1.1.1', 53), timeout=2)\n"
         "except OSError as e:\n"
         "    print('no network')\n")
-    assert out.splitlines() == ["OSError", "no network"]
+    assert out.splitlines() == [str(sandbox.COURSE_LIB_MOUNT), "refused", "no network"]
     assert not (ROOT / "course_lib" / "pwned.py").exists()
 
 
@@ -124,7 +127,7 @@ def test_the_launcher_refuses_a_connection_file_outside_a_runtime_folder(tmp_pat
     import sys
 
     (tmp_path / "kernel.json").write_text("{}")
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "sandbox.py"), "-f", str(tmp_path / "kernel.json")],
+    done = subprocess.run([sys.executable, str(ROOT / "grader" / "sandbox.py"), "-f", str(tmp_path / "kernel.json")],
                           capture_output=True, text=True, check=False)
     assert done.returncode != 0
     assert "runtime_dir" in done.stderr
@@ -201,7 +204,7 @@ def test_the_grader_sees_what_a_kernel_left_running_even_disguised_as_bwrap(fres
     process named `bwrap` that the kernel started are both the submission's."""
     import psutil
 
-    from tools.autograde import ProcessWatch
+    from grader.autograde import ProcessWatch
 
     out = fresh_kernel(
         "import os, subprocess, sys, time\n"

@@ -2,7 +2,7 @@
 
 An answer runs in the same Python process as the tests that judge it, so whatever that process
 reports (nbgrader reads pass or fail from the kernel) is only as good as the answer's manners.
-The answer policy (tools/answer_policy.py) and the sandbox (tools/sandbox.py) narrow what an
+The answer policy (grader/answer_policy.py) and the sandbox (grader/sandbox.py) narrow what an
 answer can do; this module takes the verdict itself out of its reach:
 
 1. While grading, every check a test cell makes through `course_lib.grading`'s helpers is
@@ -10,8 +10,8 @@ answer can do; this module takes the verdict itself out of its reach:
    options (safetensors for tensors, tagged JSON for the rest; nothing is unpickled).
    `nbgrader_config.py` announces each graded test cell to the kernel (`begin_checks`).
 2. The instructor's solution is run the same way: `make execute-solutions` stores its records
-   in reference-checks/<lesson>/ with a key (the hash of the solution's code and of
-   `course_lib`); when the key is stale, grading runs the solution once itself and caches the
+   in reference-checks/<lesson>/ with a key (the hash of the solution's code and of the
+   `course_lib` modules the lesson imports, `reference_key`); when the key is stale, grading runs the solution once itself and caches the
    result (`reference_records`). Its records are the trusted expected values, options and
    number of checks per cell.
 3. `compare` replays, in this process, each of the learner's recorded values against the
@@ -21,10 +21,11 @@ answer can do; this module takes the verdict itself out of its reach:
 4. `apply` lowers to 0 the gradebook score of every cell that the kernel reported as passed
    but that fails here, and flags it. It never raises a score.
 
-When the learner's expected value itself differs from the reference's (the test's inputs
-differed: the learner's code consumed the global random state differently, or tampered with
-the reference), the check is judged against the learner's expected value and flagged for
-review, so that no honest answer loses points to a random-state difference.
+When the expected value computed in the learner's kernel differs from the reference's, the
+test ran on other inputs than the instructor's (its values were tampered with, or the answer
+drew from the random state the tests rely on): the cell scores 0 and is flagged, never judged
+against values the learner's process computed. Hidden tests seed their own inputs, so an
+honest answer does not get there.
 """
 
 from __future__ import annotations
@@ -41,18 +42,15 @@ from pathlib import Path
 
 import nbformat
 
-if __package__ in (None, ""):  # run as a script: make `tools` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from course_lib.grading import (  # noqa: E402
+from course_lib.grading import (
     RECORD_ENV,
     announcement,
     consolidate_records,
     read_records,
     replay_check,
 )
-from tools import sandbox  # noqa: E402
-from tools.nbtools import is_test_cell, nbgrader_meta  # noqa: E402
+from grader import sandbox
+from grader.cells import is_test_cell, nbgrader_meta
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -79,21 +77,73 @@ def announcing_client(nb, **kwargs):
     return AnnouncingClient(nb, **kwargs)
 
 
-def course_lib_digest() -> str:
-    digest = hashlib.sha256()
-    for path in sorted((ROOT / "course_lib").rglob("*.py")):
-        digest.update(path.relative_to(ROOT).as_posix().encode() + path.read_bytes())
-    return digest.hexdigest()
+def _imported_modules(source: str, package: str | None = None) -> set[str]:
+    """The course_lib modules a piece of code imports (absolute, or relative to `package`)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # a notebook cell with IPython syntax: read what parses, line by line
+        return set().union(*(_imported_modules(line.strip(), package) for line in source.splitlines()
+                             if line.strip().startswith(("import ", "from "))))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level and package:
+                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{parent}.{base}" if base else parent
+            found.add(base)
+            found |= {f"{base}.{alias.name}" for alias in node.names}  # submodules imported by name
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "__import__" and node.args:
+            if isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                found.add(node.args[0].value)
+    return {name for name in found if name == "course_lib" or name.startswith("course_lib.")}
 
 
-def reference_key(solution: Path) -> str:
+def _module_file(root: Path, name: str) -> Path | None:
+    path = root.joinpath(*name.split("."))
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def lesson_modules(root: Path, sources: list[str]) -> list[Path]:
+    """The course_lib files that code (a lesson's cells) depends on: what it imports, what those
+    import within course_lib, the packages around them, and `course_lib.grading` (the recorder)."""
+    pending = set().union(*(_imported_modules(src) for src in sources)) | {"course_lib.grading"}
+    seen: dict[str, Path] = {}
+    while pending:
+        name = pending.pop()
+        parts = name.split(".")
+        for k in range(1, len(parts) + 1):  # every package on the way is imported too
+            prefix = ".".join(parts[:k])
+            if prefix in seen:
+                continue
+            path = _module_file(root, prefix)
+            if path is None:
+                continue
+            seen[prefix] = path
+            package = prefix if path.name == "__init__.py" else prefix.rpartition(".")[0]
+            pending |= _imported_modules(path.read_text(), package) - seen.keys()
+    return sorted(set(seen.values()))
+
+
+def reference_key(solution: Path, root: Path | None = None) -> str:
     """What the reference records depend on: every code cell of the solution (not its outputs)
-    and course_lib."""
+    and the course_lib modules those cells import, directly or through course_lib; a change
+    elsewhere in course_lib leaves the lesson's stored reference valid."""
+    root = (root or solution.resolve().parents[2]).resolve()
     nb = nbformat.read(solution, as_version=4)
-    digest = hashlib.sha256(course_lib_digest().encode())
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            digest.update(cell.source.encode() + b"\0")
+    sources = [cell.source for cell in nb.cells if cell.cell_type == "code"]
+    digest = hashlib.sha256()
+    for path in lesson_modules(root, sources):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    for source in sources:
+        digest.update(source.encode() + b"\0")
     return digest.hexdigest()[:16]
 
 
@@ -119,10 +169,10 @@ def run_reference(solution: Path, folder: Path, use_sandbox: bool = True, timeou
     nb = nbformat.read(solution, as_version=4)
     saved = {k: os.environ.get(k) for k in (RECORD_ENV, "JUPYTER_PATH", sandbox.GRADING_ENV)}
     os.environ[RECORD_ENV] = str(record)
-    os.environ[sandbox.GRADING_ENV] = "1"  # run as a submission is graded (tools/sandbox.py)
+    os.environ[sandbox.GRADING_ENV] = "1"  # run as a submission is graded (grader/sandbox.py)
     try:
         if use_sandbox:
-            kernels = sandbox.write_kernel_spec(spec_folder)
+            kernels = sandbox.write_kernel_spec(spec_folder, course=solution.resolve().parents[2])
             os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(kernels), saved["JUPYTER_PATH"]) if p)
             client = announcing_client(nb, timeout=timeout, kernel_name=sandbox.KERNEL_NAME, allow_errors=True,
                                        resources={"metadata": {"path": str(runtime)}})
@@ -182,6 +232,9 @@ def _by_cell(records: list[dict]) -> dict[str, list[dict]]:
     return cells
 
 
+OTHER_INPUTS = "other inputs than the instructor's run"
+
+
 def compare(reference: list[dict], learner: list[dict]) -> dict[str, tuple[str | None, list[str]]]:
     """{cell: (failure or None, review notes)} for every cell the reference made checks in."""
     theirs = _by_cell(learner)
@@ -198,16 +251,16 @@ def compare(reference: list[dict], learner: list[dict]) -> dict[str, tuple[str |
             if got["kind"] != ref["kind"]:
                 failure = f"check {i + 1} is of another kind ({got['kind']}) than in the reference ({ref['kind']})"
                 break
+            if replay_check(ref["kind"], got["expected"], ref["expected"], ref["options"]) is not None:
+                failure = (f"check {i + 1} ({ref['options'].get('name') or ref['kind']}) ran on other inputs than "
+                           "the instructor's run: the test's own values were changed in the kernel, or the answer "
+                           "used the random state the tests rely on (scored 0; review by hand)")
+                notes.append(OTHER_INPUTS)
+                break
             message = replay_check(ref["kind"], got["actual"], ref["expected"], ref["options"])
-            if message is None:
-                continue
-            same_inputs = replay_check(ref["kind"], got["expected"], ref["expected"], ref["options"]) is None
-            if same_inputs or replay_check(ref["kind"], got["actual"], got["expected"], ref["options"]) is not None:
+            if message is not None:
                 failure = message
                 break
-            notes.append(f"check {i + 1} ({ref['options'].get('name', ref['kind'])}) had other inputs than the "
-                         "reference run (random state?): judged against the expected value computed in the "
-                         "learner's kernel; review")
         if failure is None and len(got_checks) > len(expected_checks):
             failure = f"{len(got_checks)} checks ran where the reference makes {len(expected_checks)}"
         verdicts[cell] = (failure, notes)
@@ -232,8 +285,8 @@ def apply(root: Path, lesson: str, student: str, notebook: str,
                 grade.auto_score = 0.0
                 overturned[cell] = failure
                 flags.append(f"{cell}: passed in the kernel, failed the grader's replay ({failure[:200]}); scored 0")
-            elif failure is None and notes and score > 0:
-                flags.append(f"{cell}: {notes[0]}")
+            elif failure is not None and OTHER_INPUTS in notes:  # failed in the kernel too: still say why
+                flags.append(f"{cell}: {failure[:200]}")
         gb.db.commit()
     if overturned:  # the feedback shows why the cell scored 0
         path = root / "autograded" / student / lesson / notebook
@@ -249,7 +302,7 @@ def apply(root: Path, lesson: str, student: str, notebook: str,
 
 
 def main(argv: list[str]) -> int:
-    """python tools/verdicts.py LESSON [--no-sandbox]: run the solution as the reference and list
+    """python grader/verdicts.py LESSON [--no-sandbox]: run the solution as the reference and list
     how many checks each graded test cell records (a hidden test with none is not replayed)."""
     lessons = [a for a in argv if not a.startswith("--")]
     for lesson in lessons:

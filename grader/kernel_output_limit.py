@@ -1,4 +1,4 @@
-"""Loaded inside the grading sandbox (tools/sandbox.py): a cap on what a kernel outputs.
+"""Loaded inside the grading sandbox (grader/sandbox.py): a cap on what a kernel outputs.
 
 IPython's kernel forwards every write to stdout and stderr, and every rich output (`display`,
 a cell's result: images, HTML), to the grader, so one loop could fill the grader's memory and

@@ -1,6 +1,6 @@
 """Autograde every submission in submitted/, one at a time, and report what each one scored.
 
-    python tools/autograde.py [LESSON ...] [--root DIR] [--deadline SECONDS]
+    python grader/autograde.py [LESSON ...] [--root DIR] [--deadline SECONDS]
 
 Why not plain `nbgrader autograde`:
 - its exit code says nothing about scores, so scores are read from the gradebook;
@@ -9,15 +9,15 @@ Why not plain `nbgrader autograde`:
   overruns; it is then reported as "did not finish" with 0 points and the batch goes on;
 - an edited test cell is silently restored and a deleted one silently scores 0, so submissions
   are compared with the released notebook first and every such change is reported;
-- every kernel runs in a bubblewrap sandbox (tools/sandbox.py): no network, no course files
+- every kernel runs in a bubblewrap sandbox (grader/sandbox.py): no network, no course files
   but course_lib and the data, a non-root uid, resource limits; without bwrap grading refuses
   to run unless --no-sandbox is given;
 - answers run in the same process as the hidden tests, so each answer cell is first checked
-  against tools/answer_policy.py. Grading reads a read-only staged copy of each submission
+  against grader/answer_policy.py. Grading reads a read-only staged copy of each submission
   (submitted/ itself is never changed), in which an answer that breaks the policy is replaced
   by a `raise`: it scores 0 and is reported with every violation by name;
 - the kernel's verdicts are not trusted: each check is recorded while it runs, replayed here
-  against the instructor's run of the solution (tools/verdicts.py), and a cell that passed in
+  against the instructor's run of the solution (grader/verdicts.py), and a cell that passed in
   the kernel but fails here scores 0 and is flagged;
 - what the sandbox stopped (memory beyond its limit, refused files, output past the limit,
   processes left running) only shows as a 0, so it is read back from the graded notebook and
@@ -31,6 +31,7 @@ import csv
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -43,13 +44,11 @@ from pathlib import Path
 import nbformat
 import psutil
 
-if __package__ in (None, ""):  # run as a script: make `tools` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from course_lib.grading import RECORD_ENV, read_records  # noqa: E402
-from tools import sandbox, verdicts  # noqa: E402
-from tools.answer_policy import check_answer, notebook_definitions, withheld_source  # noqa: E402
-from tools.nbtools import is_answer_cell, is_test_cell, lesson_names  # noqa: E402
+from course_lib.grading import RECORD_ENV, read_records
+from grader import precheck, sandbox, verdicts
+from grader.answer_policy import check_answer, notebook_definitions, withheld_source
+from grader.sanitize import sanitize_file as sanitize_notebook
+from grader.cells import is_answer_cell, is_test_cell, lesson_names
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -193,10 +192,26 @@ def _changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
     return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
 
+def folder_bytes(folder: Path) -> int:
+    """The bytes of the files under `folder` (links not followed; unreadable entries count 0)."""
+    total = 0
+    for directory, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(directory, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
 def _kill_tree(process: subprocess.Popen) -> None:
+    _kill_tree_pid(process.pid)
+
+
+def _kill_tree_pid(pid: int) -> None:
     """Kill nbgrader and every descendant, including kernels started in their own sessions."""
     try:
-        parent = psutil.Process(process.pid)
+        parent = psutil.Process(pid)
         family = parent.children(recursive=True) + [parent]
     except psutil.NoSuchProcess:
         return
@@ -222,10 +237,12 @@ class ProcessWatch(threading.Thread):
     (matplotlib's `fc-list`, say) are gone by then. Without the sandbox a double-forked daemon
     leaves nbgrader's tree at once, so it is neither seen nor killed."""
 
-    def __init__(self, pid: int, interval: float = 0.2):
+    def __init__(self, pid: int, interval: float = 0.2, runtime: Path | None = None, runtime_bytes: int | None = None):
         super().__init__(daemon=True)
         self.pid, self.interval = pid, interval
+        self.runtime, self.runtime_bytes = runtime, runtime_bytes
         self.left_running: list[str] = []
+        self.runtime_overflow = False  # the runtime folder grew past its bound: the tree was killed
         self._finished = threading.Event()
 
     def run(self) -> None:
@@ -237,6 +254,10 @@ class ProcessWatch(threading.Thread):
             kernels, others = self.classify(root)
             if kernels:
                 self.left_running = others
+            if self.runtime is not None and self.runtime_bytes is not None and folder_bytes(self.runtime) > self.runtime_bytes:
+                self.runtime_overflow = True
+                _kill_tree_pid(self.pid)
+                return
 
     @staticmethod
     def classify(root: psutil.Process) -> tuple[list[str], list[str]]:
@@ -300,10 +321,10 @@ def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_t
     if cell_timeout is not None:
         args.append(f"--Execute.timeout={int(cell_timeout)}")
     env = _env()
-    env[RECORD_ENV] = str(runtime / "checks")  # the checks' records (tools/verdicts.py)
+    env[RECORD_ENV] = str(runtime / "checks")  # the checks' records (grader/verdicts.py)
     env[sandbox.GRADING_ENV] = "1"  # the sandbox sets it too; this is for --no-sandbox
     if use_sandbox:
-        kernels = sandbox.write_kernel_spec(root / ".grading" / "jupyter")
+        kernels = sandbox.write_kernel_spec(root / ".grading" / "jupyter", course=root)
         env["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(kernels), env.get("JUPYTER_PATH")) if p)
         env["TMPDIR"] = str(runtime)  # the connection file goes there, and only there is writable
         args += sandbox.nbgrader_options(runtime)
@@ -312,7 +333,7 @@ def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_t
     with tempfile.TemporaryFile(mode="w+") as log_file:
         process = subprocess.Popen(args, cwd=root, env=env, stdout=log_file, stderr=subprocess.STDOUT,
                                    text=True, start_new_session=True)
-        watch = ProcessWatch(process.pid)
+        watch = ProcessWatch(process.pid, runtime=runtime, runtime_bytes=sandbox.limit("RUNTIME_BYTES"))
         watch.start()
         try:
             process.wait(timeout=deadline)
@@ -323,7 +344,9 @@ def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_t
         _kill_tree(process)  # the kernel too, and whatever it started
         log_file.seek(0)
         log = log_file.read()
-    if status == "graded" and (process.returncode != 0 or "There was an error processing" in log):
+    if watch.runtime_overflow:
+        status = "wrote too much"
+    elif status == "graded" and (process.returncode != 0 or "There was an error processing" in log):
         status = "autograde error"
     return status, time.perf_counter() - start, log, watch.left_running
 
@@ -388,9 +411,31 @@ def contained_flags(notebook: Path, processes_left: list[str], sandboxed: bool =
     return flags
 
 
+def unsafe_records(folder: Path, limit: int) -> str | None:
+    """Why the records folder (written where the learner's code could write too) must not be
+    read, or None: it must be a real folder of regular files (no FIFO, which would block the
+    grader, no device, no link) of at most `limit` bytes in all."""
+    if not os.path.lexists(folder):
+        return None
+    if folder.is_symlink() or not folder.is_dir():
+        return "its records folder is not a folder"
+    total = 0
+    for entry in os.scandir(folder):
+        info = entry.stat(follow_symlinks=False)
+        if not stat.S_ISREG(info.st_mode):
+            return f"its records folder holds {entry.name!r}, which is not a regular file"
+        total += info.st_size
+    if total > limit:
+        return f"its records hold {total:,} bytes, more than the {limit:,} allowed"
+    return None
+
+
 def learner_records(runtime: Path) -> list[dict] | str:
     """The checks a submission's kernel recorded in <runtime>/checks, or why they cannot be read."""
     try:
+        problem = unsafe_records(runtime / "checks", sandbox.limit("RUNTIME_BYTES"))
+        if problem is not None:
+            return problem
         return read_records(runtime / "checks")
     except Exception as error:  # written where the learner's code could write too: anything goes
         return f"its check records are unreadable ({type(error).__name__}: {str(error)[:100]})"
@@ -399,7 +444,7 @@ def learner_records(runtime: Path) -> list[dict] | str:
 def replay_verdicts(root: Path, lesson: str, student: str, reference: dict[str, list[dict]],
                     runtime: Path) -> list[str]:
     """Replay the submission's recorded checks against the reference here, lower the cells that
-    fail, and return the flags (tools/verdicts.py)."""
+    fail, and return the flags (grader/verdicts.py)."""
     records = learner_records(runtime)
     flags = []
     for notebook, expected in reference.items():
@@ -477,6 +522,7 @@ def autograde(
     <root>/.grading/reference)."""
     if use_sandbox and sandbox.bwrap_path() is None:
         raise RuntimeError(NO_SANDBOX)
+    precheck.check(root, use_sandbox)  # raises GradingSetupError, and nothing is graded
     results = []
     fingerprint = course_fingerprint(root)
     already_reported = _reported(report) if (report is not None and resume) else set()
@@ -501,30 +547,19 @@ def autograde(
                 if report is not None:
                     _append_row(report, results[-1])
                 continue
-            for notebook in sorted(student_dir.glob("*.ipynb")):
-                flags += integrity_flags(
-                    root / "notebooks" / lesson / notebook.name, notebook, root / "solutions" / lesson / notebook.name
-                )
-            flags += stage_submission(root, lesson, student, protected, enforce_policy)
-            runtime = sandbox.short_runtime_dir()
+            start = time.perf_counter()
             try:
-                status, seconds, log, processes_left = run_autograde(root, lesson, student, deadline, cell_timeout,
-                                                                     use_sandbox, runtime)
-                if status != "graded":
+                status, seconds, grading_flags = grade_submission(
+                    root, lesson, student, reference, protected, deadline, cell_timeout, use_sandbox, enforce_policy)
+                flags += grading_flags
+            except Exception as error:  # the grader's own failure on this submission: 0, flagged, go on
+                status, seconds = "grader error", time.perf_counter() - start
+                flags.append(f"the grader failed on this submission ({type(error).__name__}: {str(error)[:200]}); "
+                             "scored 0, review by hand")
+                try:
                     _forget(root, lesson, student)
-                    flags.append(_failure_reason(status, deadline, log))
-                    if processes_left:
-                        flags.append(_flag_processes(processes_left, use_sandbox))
-                else:
-                    flags += replay_verdicts(root, lesson, student, reference, runtime)
-                    for notebook in sorted((root / "autograded" / student / lesson).glob("*.ipynb")):
-                        flags += contained_flags(notebook, processes_left, use_sandbox)
-                        processes_left = []  # said once
-            finally:
-                staged = root / STAGING / student / lesson
-                _make_writable(staged)
-                shutil.rmtree(staged, ignore_errors=True)
-                shutil.rmtree(runtime, ignore_errors=True)
+                except Exception as forget_error:  # noqa: BLE001 (reported, and the batch goes on)
+                    flags.append(f"its partial grades could not be removed ({type(forget_error).__name__})")
             scores, maximum = lesson_scores(root, lesson)
             score = scores.get(student, 0.0)
             now = course_fingerprint(root)
@@ -544,6 +579,46 @@ def autograde(
     return results
 
 
+def grade_submission(root: Path, lesson: str, student: str, reference: dict[str, list[dict]],
+                     protected: dict[str, dict[str, str | None]], deadline: float, cell_timeout: float | None,
+                     use_sandbox: bool, enforce_policy: bool = True) -> tuple[str, float, list[str]]:
+    """Grade one submission: integrity checks, the answer policy, nbgrader in the sandbox, the
+    replay of its checks, and what the sandbox stopped. Returns (status, seconds, flags)."""
+    student_dir = root / "submitted" / student / lesson
+    flags = []
+    for notebook in sorted(student_dir.glob("*.ipynb")):
+        flags += integrity_flags(
+            root / "notebooks" / lesson / notebook.name, notebook, root / "solutions" / lesson / notebook.name
+        )
+    runtime = sandbox.short_runtime_dir()
+    try:
+        flags += stage_submission(root, lesson, student, protected, enforce_policy)
+        status, seconds, log, processes_left = run_autograde(root, lesson, student, deadline, cell_timeout,
+                                                             use_sandbox, runtime)
+        memory_hit = sandbox.memory_cgroup_hit(runtime)
+        if memory_hit:
+            flags.append(f"its processes together reached the sandbox's memory limit "
+                         f"({sandbox.limit('TREE_MEMORY_BYTES') / 2**30:g} GiB for the whole tree): review by hand")
+        if status != "graded":
+            _forget(root, lesson, student)
+            flags.append(_failure_reason(status, deadline, log))
+            if processes_left:
+                flags.append(_flag_processes(processes_left, use_sandbox))
+        else:
+            flags += replay_verdicts(root, lesson, student, reference, runtime)
+            for notebook in sorted((root / "autograded" / student / lesson).glob("*.ipynb")):
+                flags += contained_flags(notebook, processes_left, use_sandbox)
+                processes_left = []  # said once
+                sanitize_notebook(notebook)
+    finally:
+        staged = root / STAGING / student / lesson
+        _make_writable(staged)
+        shutil.rmtree(staged, ignore_errors=True)
+        _make_writable(runtime)
+        shutil.rmtree(runtime, ignore_errors=True)
+    return status, seconds, flags
+
+
 NO_SANDBOX = (
     "bubblewrap (bwrap) is not installed or cannot create namespaces here, so the submissions' code "
     "would run unsandboxed as your user: it could read every file you can (solutions, other "
@@ -555,6 +630,12 @@ NO_SANDBOX = (
 def _failure_reason(status: str, deadline: float, log: str) -> str:
     if status == "did not finish":
         return f"killed after {deadline:.0f} s: a cell never finished (0 points; check by hand)"
+    if status == "wrote too much":
+        return (f"killed: it wrote more than {sandbox.limit('RUNTIME_BYTES') / 2**20:g} MiB into its runtime folder "
+                "on the grader's disk (0 points; check by hand)")
+    launcher = _launcher_error(log)
+    if launcher:
+        return f"the kernel could not start or died at once: {launcher} (0 points; a grading setup problem?)"
     if "Timeout waiting for IOPub" in log:
         return "the kernel stopped sending output (IOPub timeout; 0 points; check by hand)"
     if "CellTimeoutError" in log:
@@ -563,6 +644,16 @@ def _failure_reason(status: str, deadline: float, log: str) -> str:
         return "the kernel died (out of memory, or killed; 0 points; check by hand)"
     errors = [line.strip() for line in log.splitlines() if "Error" in line and "Please see the" not in line]
     return "nbgrader could not grade it: " + (errors[-1][:160] if errors else "see nbgrader's log")
+
+
+LAUNCHER_ERRORS = re.compile(r"^(bwrap: .*|.*No module named .*|.*execv.*|.*can't open file.*|setpriv: .*)$", re.M)
+
+
+def _launcher_error(log: str) -> str | None:
+    """What the sandbox's launcher or the interpreter printed when a kernel could not start (a
+    path the sandbox does not bind, a missing module), rather than 'the kernel died'."""
+    found = LAUNCHER_ERRORS.findall(log)
+    return found[-1].strip()[:200] if found else None
 
 
 def format_row(r: Result) -> str:
@@ -620,7 +711,7 @@ def release_is_current(root: Path, lesson: str) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("lessons", nargs="*", help="assignments to grade (default: every folder in solutions/)")
-    parser.add_argument("--root", type=Path, default=ROOT, help="course directory (holds nbgrader_config.py)")
+    parser.add_argument("--root", type=Path, default=Path.cwd(), help="course directory (holds nbgrader_config.py; default: here)")
     parser.add_argument("--deadline", type=float, default=600.0, help="hard wall-clock limit per submission, seconds")
     parser.add_argument("--cell-timeout", type=float, default=None, help="override nbgrader's per-cell timeout")
     parser.add_argument("--resume", action="store_true",
@@ -646,8 +737,12 @@ def main(argv: list[str] | None = None) -> int:
     report = args.root / "autograded" / "autograde-report.csv"
     if not args.resume:
         report.unlink(missing_ok=True)
-    results = autograde(args.root, lessons, args.deadline, args.cell_timeout, use_sandbox=not args.no_sandbox,
-                        report=report, resume=args.resume)
+    try:
+        results = autograde(args.root, lessons, args.deadline, args.cell_timeout, use_sandbox=not args.no_sandbox,
+                            report=report, resume=args.resume)
+    except precheck.GradingSetupError as error:
+        print(f"NOT GRADED: {error}")
+        return 1
     print(f"\n{len(results)} submission(s); report in autograded/autograde-report.csv. "
           f"Next: manual grading in the formgrader (make lab), then make feedback.")
     return 0

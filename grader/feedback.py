@@ -1,6 +1,6 @@
 """Feedback HTML for every autograded submission, then grades.csv; one bad notebook stops nothing.
 
-    python tools/feedback.py [LESSON ...] [--root DIR]
+    python grader/feedback.py [LESSON ...] [--root DIR]
 
 `nbgrader generate_feedback LESSON` stops at the first notebook it cannot convert, and a
 Makefile loop around it then never reaches the grade export. Here every submission is handled
@@ -15,17 +15,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make `tools` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tools.autograde import nbgrader  # noqa: E402
-from tools.nbtools import lesson_names  # noqa: E402
+from grader.autograde import nbgrader
+from grader.cells import lesson_names
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _nbgrader(root: Path, *args: str, timeout: float = 600) -> tuple[int, str]:
-    """nbgrader as tools/autograde.py runs it (its venv on PATH), as (exit code, log). Feedback
+    """nbgrader as grader/autograde.py runs it (its venv on PATH), as (exit code, log). Feedback
     runs no submission code, so a pipe is safe here."""
     try:
         done = nbgrader(root, *args, timeout=timeout)
@@ -52,7 +49,7 @@ def generate_feedback(root: Path, lessons: list[str]) -> tuple[list[str], list[s
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("lessons", nargs="*", help="assignments (default: every folder in solutions/)")
-    parser.add_argument("--root", type=Path, default=ROOT, help="course directory (holds nbgrader_config.py)")
+    parser.add_argument("--root", type=Path, default=Path.cwd(), help="course directory (holds nbgrader_config.py; default: here)")
     args = parser.parse_args(argv)
     written, failed = generate_feedback(args.root, args.lessons or lesson_names(args.root))
     code, log = _nbgrader(args.root, "export", "--to", "grades.csv")
