@@ -63,7 +63,7 @@ formgrader: $(STAMP)
 		--ip=127.0.0.1 --port=$(PORT) --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/formgrader
 
 lint: $(STAMP)
-	$(BIN)/ruff check course_lib tests benchmarks tools
+	$(BIN)/ruff check course_lib grader tests benchmarks tools
 	$(BIN)/python tools/lint_tests.py tests solutions
 
 test: $(STAMP) lint
@@ -82,10 +82,10 @@ execute-solutions: $(STAMP)
 	$(BIN)/python tools/execute_solutions.py $(LESSONS)
 
 autograde: $(STAMP)
-	$(BIN)/python grader/autograde.py $(LESSONS) $(AUTOGRADE_FLAGS)
+	$(BIN)/python -m grader autograde $(LESSONS) $(AUTOGRADE_FLAGS)
 
 feedback: $(STAMP)
-	$(BIN)/python grader/feedback.py $(LESSONS)
+	$(BIN)/python -m grader feedback $(LESSONS)
 
 bench: $(STAMP)
 	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -15,9 +15,9 @@ import nbformat
 import psutil
 import pytest
 
-from tests.grading import submissions as subs
 from grader import autograde as ag
 from grader import sandbox, verdicts
+from tests.grading import submissions as subs
 from tools.nbtools import lesson_names
 
 ROOT = Path(__file__).resolve().parents[2]

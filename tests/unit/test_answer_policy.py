@@ -13,9 +13,9 @@ import nbformat
 import pytest
 import torch
 
-from tests.grading.submissions import HOSTILE_ANSWERS
 from grader.answer_policy import check_answer, notebook_definitions, withheld_source
 from grader.autograde import protected_names
+from tests.grading.submissions import HOSTILE_ANSWERS
 from tools.nbtools import is_answer_cell, lesson_names
 
 ROOT = Path(__file__).resolve().parents[2]
