@@ -359,6 +359,7 @@ STOPPED_BY_THE_SANDBOX = (
      "reached for a file or a permission the sandbox does not give"),
     (re.compile(r"File too large|requested and \d+ written|Resource temporarily unavailable|Too many open files"),
      "hit the sandbox's limit on processes, file size or open files"),
+    (re.compile(r"No space left on device"), "filled its private /tmp (the sandbox allows {tmp})"),
     (re.compile(r"Network is unreachable|name resolution|Name or service not known"),
      "tried to use the network, which the sandbox does not have,"),
 )
@@ -401,7 +402,8 @@ def contained_flags(notebook: Path, processes_left: list[str], sandboxed: bool =
             if OUTPUT_CUT in shown:
                 cut.append(name)
     memory = f"the sandbox allows {sandbox.limit('MEMORY_BYTES') / 2**30:g} GiB" if sandboxed else "graded without the sandbox"
-    flags = [f"{reason.format(memory=memory)} in {'; '.join(cells[:3])}: review by hand"
+    tmp = f"{sandbox.limit('TMP_BYTES') / 2**30:g} GiB"
+    flags = [f"{reason.format(memory=memory, tmp=tmp)} in {'; '.join(cells[:3])}: review by hand"
              for reason, cells in found.items() if cells]
     if cut:
         flags.append(f"printed more than {sandbox.limit('OUTPUT_CHARS'):,} characters, and the grader cut its "
@@ -609,7 +611,10 @@ def grade_submission(root: Path, lesson: str, student: str, reference: dict[str,
             for notebook in sorted((root / "autograded" / student / lesson).glob("*.ipynb")):
                 flags += contained_flags(notebook, processes_left, use_sandbox)
                 processes_left = []  # said once
-                sanitize_notebook(notebook)
+                removed = sanitize_notebook(notebook)
+                if removed:
+                    flags.append(f"its notebook held HTML or scripts that would run in the browser ({'; '.join(removed[:3])}): "
+                                 "removed before anyone views it; review by hand")
     finally:
         staged = root / STAGING / student / lesson
         _make_writable(staged)

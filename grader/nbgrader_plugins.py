@@ -12,6 +12,7 @@ from nbclient.util import run_sync
 from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 
+from course_lib.grading import announcement
 from grader.cells import MARKER_WORDS
 
 
@@ -40,7 +41,9 @@ class RedactFeedback(NbGraderPreprocessor):
 
     - A hidden test cell keeps only its verdict: each error becomes `ename: evalue` (the
       messages are written to be shown), and its printed output is dropped; the traceback
-      would show the hidden code, inputs and forbid lists.
+      would show the hidden code, inputs and forbid lists. A message that contains a line of
+      hidden-test code (an answer's exception can carry any text) is withheld, and a message is
+      cut at MESSAGE_CHARS.
     - Any other output that contains a line of hidden-test code (printed by an answer, say) is
       withheld.
     - Hidden-test marker comments outside the hidden test cells are neutralised, so an answer
@@ -49,6 +52,8 @@ class RedactFeedback(NbGraderPreprocessor):
 
     MARKERS = MARKER_WORDS
     WITHHELD = "[output withheld by the grader: it contained hidden-test code]"
+    MESSAGE_WITHHELD = "[message withheld by the grader: it contained hidden-test code]"
+    MESSAGE_CHARS = 2000
 
     def preprocess(self, nb, resources):
         hidden_cells = [c for c in nb.cells if c.cell_type == "code" and self.MARKERS[0] in c.source
@@ -60,7 +65,7 @@ class RedactFeedback(NbGraderPreprocessor):
         hidden_ids = {id(cell) for cell in hidden_cells}
         for cell in nb.cells:
             if id(cell) in hidden_ids:
-                cell.outputs = [self._verdict(o) for o in cell.get("outputs", []) if o.output_type == "error"]
+                cell.outputs = [self._verdict(o, hidden_lines) for o in cell.get("outputs", []) if o.output_type == "error"]
                 continue
             for marker in self.MARKERS:
                 cell.source = cell.source.replace(marker, marker.replace("HIDDEN TESTS", "(marker removed)"))
@@ -68,9 +73,15 @@ class RedactFeedback(NbGraderPreprocessor):
                 cell.outputs = [self._screened(o, hidden_lines) for o in cell.get("outputs", [])]
         return nb, resources
 
-    @staticmethod
-    def _verdict(output):
-        output.traceback = [f"{output.ename}: {output.evalue}"]
+    @classmethod
+    def _verdict(cls, output, hidden_lines):
+        evalue = str(output.get("evalue", ""))
+        if any(line in evalue for line in hidden_lines):
+            evalue = cls.MESSAGE_WITHHELD
+        elif len(evalue) > cls.MESSAGE_CHARS:
+            evalue = evalue[:cls.MESSAGE_CHARS] + " [...]"
+        output.evalue = evalue
+        output.traceback = [f"{output.ename}: {evalue}"]
         return output
 
     @classmethod
@@ -83,20 +94,38 @@ class RedactFeedback(NbGraderPreprocessor):
         return output
 
 
+# Run silently after each hidden test cell: IPython keeps every cell's source in `linecache` (for
+# tracebacks), where a later cell could read the hidden tests back. The scrub's own source holds
+# the marker too, so it removes itself.
+SCRUB_HIDDEN_SOURCE = (
+    "[__import__('linecache').cache.pop(k, None) for k, v in list(__import__('linecache').cache.items()) "
+    "if isinstance(v, tuple) and len(v) > 2 and isinstance(v[2], list) "
+    f"and any({MARKER_WORDS[0]!r} in str(line) for line in v[2])]"
+)
+
+
 class ExecuteAnnouncingTestCells(Execute):
     """nbgrader's Execute, which first tells the kernel which graded test cell comes next
     (`course_lib.grading.begin_checks`), so that the checks recorded while grading can be
     matched, cell by cell, with the instructor's run (grader/verdicts.py). The announcement is a
-    silent execution outside the notebook: no cell, no output, no execution count."""
+    silent execution outside the notebook: no cell, no output, no execution count.
+
+    A test cell with hidden tests runs outside the kernel's input history (no `In`, `_ih`, `_i`
+    entry, nothing in the history database), and its source is then dropped from `linecache`,
+    so no later cell can read the hidden tests back from the kernel."""
 
     def preprocess_cell(self, cell, resources, index):
         meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
-            run_sync(self._announce)(meta["grade_id"])
-        return super().preprocess_cell(cell, resources, index)
+        if not (cell.cell_type == "code" and meta.get("grade") and not meta.get("solution")):
+            return super().preprocess_cell(cell, resources, index)
+        run_sync(self._silently)(announcement(meta["grade_id"]))
+        if MARKER_WORDS[0] not in cell.source:
+            return super().preprocess_cell(cell, resources, index)
+        self._check_assign_resources(resources)
+        cell = self.execute_cell(cell, index, store_history=False)
+        run_sync(self._silently)(SCRUB_HIDDEN_SOURCE)
+        return cell, self.resources
 
-    async def _announce(self, grade_id):
-        from course_lib.grading import announcement
-
-        msg_id = self.kc.execute(announcement(grade_id), silent=True, store_history=False)  # no output, no count
+    async def _silently(self, code):
+        msg_id = self.kc.execute(code, silent=True, store_history=False)  # no output, no count
         await self.async_wait_for_reply(msg_id)

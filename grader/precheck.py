@@ -33,6 +33,9 @@ def check(root: Path, use_sandbox: bool = True) -> str:
     """Import course_lib as a grading kernel would; returns the folder it came from, or raises
     GradingSetupError with the cause."""
     root = root.resolve()
+    if not (root / "course_lib" / "__init__.py").is_file():
+        raise GradingSetupError(f"{root} has no course_lib/: point the grader at the course directory (the one that "
+                                "holds nbgrader_config.py, course_lib/ and solutions/). Nothing was graded.")
     if use_sandbox:
         done = sandbox.probe(root, PROBE)
         expected = sandbox.COURSE_LIB_MOUNT

@@ -11,7 +11,8 @@ nbgrader_config.py). Every graded notebook is cleaned before anyone opens it:
   with their plain-text form kept; the notebook's saved widget state goes too;
 - markdown cells (written answers, cells a learner added): the HTML in their text is sanitised
   the same way, code spans and blocks are left as they are (they are shown escaped), and link
-  or image targets with a script scheme or an address the page would fetch are neutralised.
+  or image targets with a script scheme or an address the page would fetch are neutralised;
+  text without any HTML tag is left exactly as written.
 
 A cleaned notebook makes no request to the server when it is shown, and runs nothing.
 """
@@ -55,8 +56,11 @@ def clean_html(html: str) -> str:
     return _cleaner.clean(html)
 
 
-# Markdown: fenced blocks, then inline code spans, are kept as they are.
-CODE = re.compile(r"(^ {0,3}(`{3,}|~{3,}).*?^ {0,3}\2[^\n]*$|(`+)(?!`).+?(?<!`)\3(?!`))", re.M | re.S)
+# Markdown: fenced blocks, inline code spans and math are kept as they are (the renderer escapes them).
+CODE = re.compile(r"(^ {0,3}(`{3,}|~{3,}).*?^ {0,3}\2[^\n]*$|(`+)(?!`).+?(?<!`)\3(?!`)|\$\$.+?\$\$|(?<!\\)\$[^$\n]+?\$)",
+                  re.M | re.S)
+TAG = re.compile(r"<[A-Za-z!?/]")
+BLOCKQUOTE = re.compile(r"^(\s*)&gt;", re.M)
 MD_LINK = re.compile(r"(!?)\[([^\]]*)\]\(\s*<?([^)\s>]*)>?([^)]*)\)")
 
 
@@ -66,7 +70,10 @@ def _clean_markdown_text(text: str) -> str:
         safe = SAFE_IMAGE.match(target) if bang else SAFE_LINK.match(target)
         return f"{bang}[{label}]({target if safe else '#removed-by-the-grader'}{rest})"
 
-    return clean_html(MD_LINK.sub(link, text))
+    text = MD_LINK.sub(link, text)
+    if not TAG.search(text):  # no HTML at all: leave the text exactly as written
+        return text
+    return BLOCKQUOTE.sub(r"\1>", clean_html(text))  # markdown's quote markers are not HTML
 
 
 def clean_markdown(source: str) -> str:
@@ -79,11 +86,23 @@ def clean_markdown(source: str) -> str:
     return "".join(parts)
 
 
-def clean_output(output: dict) -> None:
+RUNS_CODE = re.compile(r"<\s*(script|iframe|object|embed|svg|style|link|meta|base|form)\b|<[^>]*\son[a-z]+\s*=|javascript:",
+                       re.I)
+
+
+def clean_output(output: dict) -> list[str]:
+    """Clean one output in place; returns what it removed that could run ('text/html with
+    <script>', 'application/javascript', ...)."""
     data = output.get("data")
     if not isinstance(data, dict):
-        return
+        return []
     dropped = [key for key in data if key in DROPPED_OUTPUTS or "javascript" in key]
+    found = [key for key in dropped if "widget" not in key]
+    for key in ("text/html", "text/markdown"):
+        text = data.get(key)
+        text = text if isinstance(text, str) else "".join(text or [])
+        if key in data and RUNS_CODE.search(text):
+            found.append(f"{key} with {RUNS_CODE.search(text).group(0).strip()}")
     for key in dropped:
         del data[key]
     if "text/html" in data:
@@ -94,23 +113,34 @@ def clean_output(output: dict) -> None:
         data["text/markdown"] = clean_markdown(md if isinstance(md, str) else "".join(md))
     if dropped and not data:
         data["text/plain"] = NOTE
+    return found
 
 
-def sanitize(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Clean a notebook in place (see the module's docstring); returns it."""
+def sanitize(nb: nbformat.NotebookNode) -> list[str]:
+    """Clean a notebook in place (see the module's docstring); returns what could have run, as
+    'cell N: what' (markdown that only changes in its escaping is not reported)."""
     nb.metadata.pop("widgets", None)
-    for cell in nb.cells:
+    found = []
+    for index, cell in enumerate(nb.cells):
+        label = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") or f"cell {index}"
         if cell.cell_type == "markdown":
+            if RUNS_CODE.search(cell.source):
+                found.append(f"{label}: markdown with {RUNS_CODE.search(cell.source).group(0).strip()}")
             cell.source = clean_markdown(cell.source)
             cell.pop("attachments", None)
         elif cell.cell_type == "code":
             for output in cell.get("outputs", []):
-                clean_output(output)
+                found += [f"{label}: {what}" for what in clean_output(output)]
         elif cell.cell_type == "raw":
+            if RUNS_CODE.search(cell.source):
+                found.append(f"{label}: raw cell with {RUNS_CODE.search(cell.source).group(0).strip()}")
             cell.source = clean_html(cell.source)
-    return nb
+    return found
 
 
-def sanitize_file(path) -> None:
+def sanitize_file(path) -> list[str]:
+    """Clean a notebook file in place; returns what could have run (see `sanitize`)."""
     nb = nbformat.read(path, as_version=4)
-    nbformat.write(sanitize(nb), path)
+    found = sanitize(nb)
+    nbformat.write(nb, path)
+    return found

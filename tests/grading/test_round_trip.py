@@ -228,7 +228,7 @@ class RoundTripHonest(RoundTrip):
     def test_feedback_strips_hidden_tests_and_grades_export(self, graded):
         """Both the full-marks and the failing submission: a failed hidden test shows only its
         message, never the test's code (which a traceback would quote)."""
-        from tools import feedback
+        from grader import feedback
 
         root, lesson = graded["root"], graded["lesson"]
         written, failed = feedback.generate_feedback(root, [lesson])
@@ -307,7 +307,7 @@ class RoundTripAttacks(RoundTrip):
         assert honest.auto_score == graded["expected"][self.classmate], honest
 
     def test_feedback_for_every_submission_leaks_no_hidden_test_and_grades_export(self, graded):
-        from tools import feedback
+        from grader import feedback
 
         root, lesson = graded["root"], graded["lesson"]
         written, failed = feedback.generate_feedback(root, [lesson])

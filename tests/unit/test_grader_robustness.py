@@ -1,0 +1,210 @@
+"""The grader against hostile data and a slightly-off environment, without running nbgrader:
+sanitised notebooks, records that are not regular files, recorded values no check can handle,
+the pre-check, symlinked venvs, the memory cgroup's path, and one failing submission in a batch."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import threading
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+from grader import autograde as ag
+from grader import precheck, sandbox, verdicts
+from grader.sanitize import clean_html, clean_markdown, sanitize
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = '<script>fetch("/api/contents/pwned.txt", {method: "PUT"})</script>'
+IMG = '<img src="x" onerror="fetch(\'/api/contents\')">'
+
+
+# --- what the instructor's browser is shown ----------------------------------------------------
+
+def test_html_keeps_formatting_and_drops_everything_that_runs_or_fetches():
+    html = clean_html(f'<b>bold</b> <table><tr><td colspan="2">cell</td></tr></table>{SCRIPT}{IMG}'
+                      '<a href="javascript:alert(1)">j</a><a href="https://example.org">ok</a>'
+                      '<img src="data:image/png;base64,AAAA"><div style="background:url(/x)">s</div>')
+    assert "<b>bold</b>" in html
+    assert '<td colspan="2">cell</td>' in html
+    assert "<script" not in html, html
+    assert "onerror" not in html, html
+    assert 'src="x"' not in html, "an image from an address would make the page fetch it"
+    assert "javascript:" not in html, html
+    assert 'href="https://example.org"' in html
+    assert 'src="data:image/png;base64,AAAA"' in html
+    assert "style=" not in html
+
+
+def test_markdown_answers_are_cleaned_but_code_math_and_quotes_are_left_alone():
+    md = f"> a quote with {SCRIPT}\n\n`<script>` in code, $a<b$ in math, [x](javascript:alert(1)) ![i](/files/a.png)"
+    cleaned = clean_markdown(md)
+    assert "<script>fetch" not in cleaned
+    assert cleaned.startswith("> a quote"), "a blockquote marker is markdown, not HTML"
+    assert "`<script>`" in cleaned, "code spans are shown escaped by the renderer: leave them"
+    assert "$a<b$" in cleaned
+    assert "javascript:" not in cleaned
+    assert "/files/a.png" not in cleaned
+    prose = "For $T_k > T_q$ the mask... > quoted\n\n```python\nx = '<b>'\n```\n"
+    assert clean_markdown(prose) == prose, "markdown without HTML must stay exactly as written"
+
+
+def test_a_graded_notebook_is_sanitised_and_the_removals_are_reported():
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {"x": {"value": IMG}}}}
+    answer = nbformat.v4.new_code_cell("display(HTML(...))")
+    answer.outputs = [nbformat.v4.new_output("display_data", data={"text/html": SCRIPT + "<b>ok</b>", "text/plain": "<HTML>"}),
+                      nbformat.v4.new_output("display_data", data={"application/javascript": "alert(1)"}),
+                      nbformat.v4.new_output("display_data", data={"image/svg+xml": "<svg onload='x()'/>", "text/plain": "svg"})]
+    written = nbformat.v4.new_markdown_cell(f"My answer {IMG}")
+    written.metadata["nbgrader"] = {"grade_id": "why_written", "solution": True, "grade": True}
+    nb.cells = [answer, written]
+    found = sanitize(nb)
+    text = nbformat.writes(nb)
+    assert "<script" not in text
+    assert "onerror" not in text
+    assert "widgets" not in nb.metadata
+    assert "application/javascript" not in text
+    assert "image/svg+xml" not in text
+    assert any(f.startswith("cell 0: text/html") for f in found), found
+    assert any(f.startswith("cell 0: application/javascript") for f in found), found
+    assert any(f.startswith("why_written: markdown") for f in found), found
+
+
+# --- records written where the learner's code could write --------------------------------------
+
+def test_a_fifo_or_a_link_in_the_records_folder_is_refused_without_reading_it(tmp_path):
+    records = tmp_path / "checks"
+    records.mkdir()
+    (records / "checks.jsonl").write_text("")
+    os.mkfifo(records / "extra.jsonl")
+    outcome = []
+    reader = threading.Thread(target=lambda: outcome.append(ag.learner_records(tmp_path)), daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    assert outcome, "reading records with a FIFO among them blocked the grader"
+    assert isinstance(outcome[0], str)
+    assert "'extra.jsonl', which is not a regular file" in outcome[0]
+    os.unlink(records / "extra.jsonl")
+    (records / "checks.jsonl").unlink()
+    os.mkfifo(records / "checks.jsonl")  # the file the grader reads, as a FIFO: no writer ever comes
+    reader = threading.Thread(target=lambda: outcome.append(ag.learner_records(tmp_path)), daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    assert len(outcome) == 2, "a FIFO in place of the records file blocked the grader"
+    assert "not a regular file" in outcome[1]
+
+
+def test_records_over_the_size_bound_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLM_SANDBOX_RUNTIME_BYTES", "1000")
+    (tmp_path / "checks").mkdir()
+    (tmp_path / "checks" / "checks.jsonl").write_text("x" * 2000)
+    assert "more than the 1,000 allowed" in ag.learner_records(tmp_path)
+
+
+def test_a_recorded_value_no_check_can_handle_fails_that_check_instead_of_stopping_the_grader():
+    reference = [{"cell": "a", "index": 0, "kind": "shape", "actual": torch.tensor([2, 3]), "expected": [2, 3],
+                  "options": {"name": "out", "hint": None}}]
+    forged = [{**reference[0], "actual": torch.tensor([-1, 3])}]  # torch.empty([-1, 3]) raises RuntimeError
+    failure, _ = verdicts.compare(reference, forged)["a"]
+    assert failure is not None
+    assert "expected shape" in failure or "cannot be checked" in failure, failure
+    odd = [{**reference[0], "actual": torch.tensor([[1.5]])}]
+    assert verdicts.compare(reference, odd)["a"][0] is not None
+
+
+def test_one_submission_that_makes_the_grader_itself_fail_is_zeroed_and_the_batch_goes_on(tmp_path, monkeypatch):
+    """grade_submission raising (a bug, or hostile data) costs that submission only."""
+    for student in ("a-breaks-the-grader", "b-next"):
+        folder = tmp_path / "submitted" / student / "00_setup"
+        folder.mkdir(parents=True)
+        (folder / "00_setup.ipynb").write_text("{}")
+    monkeypatch.setattr(ag.precheck, "check", lambda root, use_sandbox: "ok")
+    monkeypatch.setattr(ag, "course_fingerprint", lambda root: {})
+    monkeypatch.setattr(ag.verdicts, "reference_records", lambda *a, **k: {})
+    monkeypatch.setattr(ag, "_in_gradebook", lambda root, lesson: True)
+    monkeypatch.setattr(ag, "lesson_scores", lambda root, lesson: ({"b-next": 4.0}, 8.0))
+    monkeypatch.setattr(ag, "_forget", lambda root, lesson, student: None)
+    (tmp_path / "notebooks" / "00_setup").mkdir(parents=True)
+    (tmp_path / "notebooks" / "00_setup" / "00_setup.ipynb").write_text("{}")
+
+    def grade(root, lesson, student, *args, **kwargs):
+        if student.startswith("a-"):
+            raise ValueError("a tensor subclass with an odd shape")
+        return "graded", 1.0, []
+
+    monkeypatch.setattr(ag, "grade_submission", grade)
+    monkeypatch.setattr(ag, "protected_names", lambda nb: {})
+    results = ag.autograde(tmp_path, ["00_setup"], use_sandbox=False)
+    assert [(r.student, r.status, r.auto_score) for r in results] == [
+        ("a-breaks-the-grader", "grader error", 0.0), ("b-next", "graded", 4.0)]
+    assert "the grader failed on this submission (ValueError: a tensor subclass with an odd shape)" in results[0].flags[0]
+
+
+# --- the environment ---------------------------------------------------------------------------
+
+def test_the_kernels_cause_of_death_is_reported_not_guessed():
+    log = "[AutogradeApp | ERROR] Kernel died\nbwrap: execvp /work/other/.venv/bin/python: No such file or directory\n"
+    reason = ag._failure_reason("autograde error", 600, log)
+    assert "bwrap: execvp /work/other/.venv/bin/python: No such file or directory" in reason
+    assert "out of memory" not in reason
+
+
+def test_a_symlinked_venv_is_bound_at_its_own_path_and_at_its_target(tmp_path, monkeypatch):
+    real = tmp_path / "real-venv"
+    (real / "bin").mkdir(parents=True)
+    link = tmp_path / "checkout" / ".venv"
+    link.parent.mkdir()
+    link.symlink_to(real)
+    monkeypatch.setattr(sys, "prefix", str(link))
+    monkeypatch.setattr(sys, "executable", str(link / "bin" / "python"))
+    binds = dict((str(d), str(s)) for s, d in sandbox._read_only_binds())
+    assert binds.get(str(link)) == str(real.resolve()), binds
+    assert binds.get(str(real.resolve())) == str(real.resolve())
+
+
+@pytest.mark.skipif(sandbox.bwrap_path() is None, reason="needs bwrap")
+def test_the_precheck_passes_here_and_names_the_cause_for_a_course_without_course_lib(tmp_path):
+    assert precheck.check(ROOT) == str(sandbox.COURSE_LIB_MOUNT)
+    course = tmp_path / "course"  # not a course directory
+    course.mkdir()
+    with pytest.raises(precheck.GradingSetupError, match="has no course_lib/: point the grader at the course directory"):
+        precheck.check(course)
+
+
+@pytest.mark.skipif(sandbox.bwrap_path() is None, reason="needs bwrap")
+def test_the_precheck_fails_loudly_when_course_lib_cannot_be_imported(tmp_path):
+    course = tmp_path / "course"
+    shutil.copytree(ROOT / "course_lib", course / "course_lib", ignore=shutil.ignore_patterns("__pycache__", "*.pt"))
+    (course / "course_lib" / "__init__.py").write_text("raise ImportError('broken on purpose')\n")
+    with pytest.raises(precheck.GradingSetupError, match="broken on purpose"):
+        precheck.check(course)
+
+
+def test_a_cgroup_path_from_the_runtime_folder_is_trusted_only_if_it_is_ours(tmp_path):
+    (tmp_path / sandbox.CGROUP_FILE).write_text("/etc")
+    assert sandbox.memory_cgroup_hit(tmp_path) is None
+    assert Path("/etc").exists()
+    (tmp_path / sandbox.CGROUP_FILE).write_text("/sys/fs/cgroup/memory/../../../etc/llm-grading-1")
+    assert sandbox.memory_cgroup_hit(tmp_path) is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or sandbox._own_memory_cgroup() is None, reason="needs root and a memory cgroup")
+def test_the_memory_cgroup_bounds_the_whole_tree_and_is_removed(tmp_path):
+    import subprocess
+
+    runtime = sandbox.runtime_dir(tmp_path / "runtime")
+    code = ("import os, sys; sys.path.insert(0, {root!r}); from grader import sandbox; from pathlib import Path; "
+            "g = sandbox.enter_memory_cgroup(Path({runtime!r})); print(g)").format(root=str(ROOT), runtime=str(runtime))
+    env = {**os.environ, "LLM_SANDBOX_TREE_MEMORY_BYTES": str(256 * 2**20)}
+    done = subprocess.run([sys.executable, "-c", code + "; x = bytearray(600 * 2**20)"], env=env,
+                          capture_output=True, text=True, check=False)
+    group = Path(done.stdout.strip().splitlines()[0])
+    assert group.name.startswith(sandbox.CGROUP_PREFIX), done.stdout + done.stderr
+    assert done.returncode != 0, "600 MiB in a 256 MiB cgroup should have been killed"
+    assert sandbox.memory_cgroup_hit(runtime) is True
+    assert not group.exists(), "the grader removes the cgroup it read"
