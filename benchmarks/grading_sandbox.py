@@ -44,6 +44,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         course = Path(tmp)
         shutil.copy(ROOT / "nbgrader_config.py", course)
+        (course / "course_lib").symlink_to(ROOT / "course_lib")
         shutil.copytree(ROOT / "solutions" / args.lesson, course / "solutions" / args.lesson)
         if ag.nbgrader(course, "generate_assignment", args.lesson, "--force").returncode != 0:
             sys.exit("generate_assignment failed")

@@ -443,12 +443,39 @@ def learner_records(runtime: Path) -> list[dict] | str:
         return f"its check records are unreadable ({type(error).__name__}: {str(error)[:100]})"
 
 
+def out_of_order(records: list[dict], cells: list[str]) -> list[str]:
+    """The cells whose records are not what the recorder writes: it records the test cells in the
+    notebook's order (`cells`, as the instructor's run made them), each cell's checks in one
+    block numbered 0, 1, 2, ... A record for a cell the instructor's run has no checks in, or
+    one that comes before an earlier cell's, was written by other code."""
+    position = {cell: i for i, cell in enumerate(cells)}
+    bad, seen, last, furthest, furthest_cell = [], set(), None, -1, None
+    expected_index: dict[str, int] = {}
+    for record in records:
+        cell = str(record.get("cell"))
+        culprit = furthest_cell if cell in position and position[cell] < furthest else cell
+        wrong = (cell not in position or position[cell] < furthest or (cell != last and cell in seen)
+                 or record.get("index") != expected_index.get(cell, 0))
+        if wrong and culprit not in bad:
+            bad.append(culprit)
+        if position.get(cell, -1) > furthest:
+            furthest, furthest_cell = position[cell], cell
+        expected_index[cell] = expected_index.get(cell, 0) + 1
+        seen.add(cell)
+        last = cell
+    return bad
+
+
 def replay_verdicts(root: Path, lesson: str, student: str, reference: dict[str, list[dict]],
                     runtime: Path) -> list[str]:
     """Replay the submission's recorded checks against the reference here, lower the cells that
     fail, and return the flags (grader/verdicts.py)."""
     records = learner_records(runtime)
     flags = []
+    order = list(dict.fromkeys(r["cell"] for checks in reference.values() for r in checks))
+    if not isinstance(records, str) and (forged := out_of_order(records, order)):
+        flags.append(f"its check records are not what the recorder writes (checks out of order or repeated in "
+                     f"{', '.join(forged[:3])}): written by the submission's code? Review by hand")
     for notebook, expected in reference.items():
         if isinstance(records, str):
             results = {cell: (records, []) for cell in {r["cell"] for r in expected}}

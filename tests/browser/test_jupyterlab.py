@@ -67,19 +67,21 @@ def browser_path() -> str:
 
 
 @contextlib.contextmanager
-def _jupyterlab(tmp_path: Path, **extra_env: str) -> Iterator[tuple[str, str]]:
-    """(base URL, token) of a JupyterLab on a free loopback port, serving a copy of the released
-    lesson, as `make lab` starts it (plus `extra_env`)."""
-    if not (tmp_path / "course" / LESSON).exists():
-        shutil.copytree(ROOT / "notebooks" / LESSON, tmp_path / "course" / LESSON)
+def _jupyterlab(tmp_path: Path, root: Path | None = None, **extra_env: str) -> Iterator[tuple[str, str]]:
+    """(base URL, token) of a JupyterLab on a free loopback port, serving `root` (default: a copy
+    of the released lesson), as `make lab` starts it (plus `extra_env`)."""
+    if root is None:
+        root = tmp_path / "course"
+        if not (root / LESSON).exists():
+            shutil.copytree(ROOT / "notebooks" / LESSON, root / LESSON)
     port, token = _free_port(), secrets.token_hex(16)
     env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(_user_settings(tmp_path / "settings")),
            "JUPYTER_RUNTIME_DIR": str(tmp_path / f"runtime-{port}"), "OMP_NUM_THREADS": "1", **extra_env}
     log = (tmp_path / f"lab-{port}.log").open("w")
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
-         f"--port={port}", f"--ServerApp.token={token}", f"--ServerApp.root_dir={tmp_path / 'course'}"],
-        env=env, stdout=log, stderr=subprocess.STDOUT)
+         f"--port={port}", f"--ServerApp.token={token}", f"--ServerApp.root_dir={root}"],
+        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=root)
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(120):

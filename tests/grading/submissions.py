@@ -255,6 +255,93 @@ SANDBOX_ATTACKS: dict[str, str] = {
 }
 
 
+# Attacks on the verdict's records, the instructor's browser, the limits and the hidden tests'
+# secrecy (issue 27), graded with the answer policy off on the first lesson: each is
+# {name: (answer sources by grade_id, what its honest part earns: "softmax", "all" or 0)}.
+_RIGHT_SOFTMAX = """
+    def stable_softmax(x, dim=-1):
+        shifted = x - x.amax(dim=dim, keepdim=True)
+        return shifted.exp() / shifted.exp().sum(dim=dim, keepdim=True)
+"""
+_RIGHT_CROSS_ENTROPY = """
+    def cross_entropy(logits, targets):
+        m = logits.amax(dim=-1, keepdim=True)
+        log_z = m.squeeze(-1) + (logits - m).exp().sum(dim=-1).log()
+        return (log_z - logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)).mean()
+"""
+XSS = ('<script>fetch("/api/contents/pwned-by-xss.txt", {method: "PUT", body: JSON.stringify({type: "file", '
+       'format: "text", content: "x"})})</script><img src="x" onerror="fetch(\'/api/contents/pwned-by-img.txt\', '
+       '{method: \'PUT\'})">')
+GRADING_ATTACKS: dict[str, tuple[dict[str, str], str | float]] = {
+    # the file the grader reads its verdicts from, replaced by something that would block it
+    "fifo-in-records": ({"softmax_answer": _code(_RIGHT_SOFTMAX, """
+        import os
+        records = os.environ["COURSE_GRADING_RECORD"]
+        os.makedirs(records, exist_ok=True)
+        os.mkfifo(os.path.join(records, "checks-000.jsonl"))
+    """)}, 0.0),
+    # records written by the answer itself, with a value no check can handle (a negative size)
+    "forges-records": ({"softmax_answer": _code(_RIGHT_SOFTMAX, """
+        import json, os
+        from safetensors.torch import save_file
+        records = os.environ["COURSE_GRADING_RECORD"]
+        os.makedirs(records, exist_ok=True)
+        save_file({"t0": torch.tensor([-1])}, os.path.join(records, "forged.safetensors"))
+        with open(os.path.join(records, "checks.jsonl"), "a") as f:
+            f.write(json.dumps({"cell": "cross_entropy_visible", "index": 0, "kind": "shape",
+                                "actual": {"tensor": "t0"}, "expected": {"list": []},
+                                "options": {"name": "forged", "hint": None}, "tensors": "forged.safetensors"}) + "\\n")
+    """)}, "softmax"),
+    # the tests' own expected values overwritten (torch.softmax is what the test compares with)
+    "patches-expected": ({"softmax_answer": _code("""
+        torch.softmax = lambda x, dim=-1, **kwargs: x
+        def stable_softmax(x, dim=-1):
+            return x
+    """)}, 0.0),
+    # the private /tmp filled past its limit
+    "fills-tmp": ({"softmax_answer": _code(_WRONG, """
+        chunk = b"x" * 2**25
+        for i in range(64):
+            with open(f"/tmp/fill-{i}", "wb") as f:
+                f.write(chunk)
+    """)}, 0.0),
+    # scripts for the instructor's browser, in an output and in a written answer
+    "xss": ({"softmax_answer": _code(_RIGHT_SOFTMAX, f"""
+        from IPython.display import HTML, Markdown, display
+        display(HTML({XSS!r}))
+        display(Markdown({XSS!r}))
+    """), "stability_written": "My answer. " + XSS}, "softmax"),
+    # the hidden tests read back from the kernel in a later cell (linecache, the input history)
+    "reads-hidden-source": ({"softmax_answer": _code(_RIGHT_SOFTMAX), "cross_entropy_answer": _code(_RIGHT_CROSS_ENTROPY, """
+        import linecache
+        print("LEAK", [line for entry in linecache.cache.values() for line in entry[2]])
+        print("LEAK", In)
+    """)}, "all"),
+    # the hidden test's source, carried out in the answer's own exception message
+    "raises-hidden-source": ({"softmax_answer": _code("""
+        import linecache, sys
+        def stable_softmax(x, dim=-1):
+            frame = sys._getframe(1)
+            while frame is not None and "HIDDEN" not in "".join(linecache.getlines(frame.f_code.co_filename)):
+                frame = frame.f_back
+            source = "".join(linecache.getlines(frame.f_code.co_filename)) if frame else "not found"
+            raise ValueError(source)
+    """)}, 0.0),
+}
+# Attacks on the hidden tests' secrecy leave nothing to flag: what is checked is that nothing leaks.
+UNFLAGGED_ATTACKS = ("reads-hidden-source", "raises-hidden-source")
+
+
+def with_sources(student_nb, sources: dict[str, str]):
+    """The student version with these cells (answers, or written answers by grade_id) replaced."""
+    nb = copy.deepcopy(student_nb)
+    for cell in nb.cells:
+        grade_id = meta(cell).get("grade_id")
+        if grade_id in sources:
+            cell.source = textwrap.dedent(sources[grade_id]).strip()
+    return nb
+
+
 def escapes_through_numpy(root) -> str:
     """Passes the answer policy (numpy is allowed) and writes into the course folder, which only
     the sandbox prevents; it also tries to read the gradebook and to print it."""

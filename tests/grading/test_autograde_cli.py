@@ -16,6 +16,7 @@ LESSON = "00_setup"
 
 def test_a_fresh_course_is_released_graded_reported_and_resumed(tmp_path, capsys):
     shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
+    (tmp_path / "course_lib").symlink_to(ROOT / "course_lib")
     shutil.copytree(ROOT / "solutions" / LESSON, tmp_path / "solutions" / LESSON)
     submitted = tmp_path / "submitted" / "ada" / LESSON
     submitted.mkdir(parents=True)

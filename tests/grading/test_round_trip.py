@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -105,6 +106,12 @@ def _batches(part, lesson, root, solution, student) -> list[tuple[dict, dict]]:
         attacks = {f"policy-off-{a}": source for a, source in sources.items()}
         classmate, options = "policy-off-zz-honest-classmate", {"deadline": 120, "enforce_policy": False}
     submissions = {name: (subs.with_answer(student, "softmax_answer", source), 0.0) for name, source in attacks.items()}
+    if part == POLICY_OFF:
+        tests_of = subs.exercise_tests(solution)
+        points = {subs.meta(c)["grade_id"]: float(subs.meta(c)["points"]) for c in solution.cells if subs.is_test_cell(c)}
+        earned = {"softmax": sum(points[cell] for cell in tests_of["softmax_answer"]), "all": all_points}
+        for name, (sources, honest) in subs.GRADING_ATTACKS.items():
+            submissions[f"policy-off-{name}"] = (subs.with_sources(student, sources), earned.get(honest, honest))
     submissions[classmate] = (solution, all_points)  # graded after every attack (name order)
     return [(submissions, options)]
 
@@ -116,6 +123,7 @@ def graded(request, tmp_path_factory):
     lesson, part = request.cls.lesson, request.cls.part
     root = tmp_path_factory.mktemp(f"course-{lesson}-{part}")
     shutil.copy(ROOT / "nbgrader_config.py", root)
+    (root / "course_lib").symlink_to(ROOT / "course_lib")  # kernels import the graded course's course_lib
     shutil.copytree(ROOT / "solutions" / lesson, root / "solutions" / lesson)
     if (ROOT / verdicts.STORED / lesson).exists():  # the solution's checks, stored by make execute-solutions
         shutil.copytree(ROOT / verdicts.STORED / lesson, root / verdicts.STORED / lesson)
@@ -300,7 +308,8 @@ class RoundTripAttacks(RoundTrip):
     classmate: str
 
     def test_every_attack_is_flagged_with_a_reason_and_the_classmate_after_them_is_not(self, graded):
-        unflagged = [s for s, r in graded["results"].items() if s != self.classmate and not r.flags]
+        secrecy = {f"policy-off-{a}" for a in subs.UNFLAGGED_ATTACKS}  # checked for leaks instead
+        unflagged = [s for s, r in graded["results"].items() if s != self.classmate and not r.flags and s not in secrecy]
         assert unflagged == [], f"attacks graded without a flag for the instructor: {unflagged}"
         honest = graded["results"][self.classmate]
         assert honest.flags == [], f"{self.classmate} should raise no flag, got {honest.flags}"
@@ -381,6 +390,54 @@ class RoundTripPolicyOff(RoundTripAttacks):
         printed = graded["root"] / "autograded" / "policy-off-prints-500-mb" / graded["lesson"]
         size = sum(f.stat().st_size for f in printed.rglob("*") if f.is_file())
         assert size < 50 * 2**20, f"the 500 MB print left {size / 2**20:.0f} MiB in autograded/"
+
+
+    def _flags(self, graded, attack: str) -> list[str]:
+        return graded["results"][f"policy-off-{attack}"].flags
+
+    def test_records_that_are_not_files_or_not_the_recorders_are_refused_and_flagged(self, graded):
+        """A FIFO among the records would block the grader forever; records the answer wrote
+        itself carry a value no check can handle. Neither stops the batch, both are flagged,
+        and the forger keeps only what its honest answer earns."""
+        assert any("which is not a regular file" in f for f in self._flags(graded, "fifo-in-records")), \
+            self._flags(graded, "fifo-in-records")
+        assert any("not what the recorder writes" in f for f in self._flags(graded, "forges-records")), \
+            self._flags(graded, "forges-records")
+
+    def test_expected_values_changed_in_the_kernel_score_zero_with_a_flag(self, graded):
+        flags = self._flags(graded, "patches-expected")
+        assert any("other inputs than the instructor's run" in f for f in flags), flags
+
+    def test_filling_the_private_tmp_hits_its_limit_and_is_flagged(self, graded):
+        flags = self._flags(graded, "fills-tmp")
+        assert any(f.startswith("filled its private /tmp") for f in flags), flags
+
+    def test_scripts_in_outputs_and_written_answers_never_reach_a_browser(self, graded):
+        """The graded notebook (what the Formgrader renders) and the feedback hold no script,
+        no event handler; the instructor is told."""
+        from grader import feedback
+
+        root, lesson, student = graded["root"], graded["lesson"], "policy-off-xss"
+        flags = self._flags(graded, "xss")
+        assert any("held HTML or scripts" in f for f in flags), flags
+        nb = nbformat.read(root / "autograded" / student / lesson / f"{lesson}.ipynb", as_version=4)
+        shown = json.dumps([c.get("outputs", []) for c in nb.cells]) + json.dumps(
+            [c.source for c in nb.cells if c.cell_type == "markdown"])  # code is shown as text, escaped
+        assert "<script" not in shown, "a script survived in the graded notebook's outputs or markdown"
+        assert "onerror" not in shown, "an event handler survived in the graded notebook's outputs or markdown"
+        feedback.generate_feedback(root, [lesson])
+        html = (root / "feedback" / student / lesson / f"{lesson}.html").read_text()
+        assert "<script>fetch" not in html, "the feedback page runs the submission's script"
+        assert not re.search(r"<img[^>]*onerror", html), "the feedback page has the submission's event handler"
+
+    def test_no_later_cell_can_read_the_hidden_tests_back_from_the_kernel(self, graded):
+        """After a hidden test cell, neither linecache nor the input history holds its source."""
+        root, lesson = graded["root"], graded["lesson"]
+        nb = nbformat.read(root / "autograded" / "policy-off-reads-hidden-source" / lesson / f"{lesson}.ipynb", as_version=4)
+        printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "stream")
+        assert "LEAK" in printed, "the attack did not run"
+        leaked = [line for line in _hidden_lines(root, lesson) if line in printed]
+        assert leaked == [], f"a later cell read hidden-test code back: {leaked[:3]}"
 
 
 for _lesson in LESSONS:

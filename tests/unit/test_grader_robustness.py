@@ -208,3 +208,20 @@ def test_the_memory_cgroup_bounds_the_whole_tree_and_is_removed(tmp_path):
     assert done.returncode != 0, "600 MiB in a 256 MiB cgroup should have been killed"
     assert sandbox.memory_cgroup_hit(runtime) is True
     assert not group.exists(), "the grader removes the cgroup it read"
+
+
+def test_records_not_written_by_the_recorder_are_named_by_their_cell():
+    """The recorder writes the test cells in the notebook's order, each in one block numbered
+    from 0: a record ahead of its turn, repeated, or for a cell without checks is someone else's."""
+    def records(*cells):
+        return [{"cell": cell, "index": index} for cell, index in cells]
+
+    order = ["softmax_visible", "softmax_hidden", "cross_entropy_visible"]
+    honest = records(("softmax_visible", 0), ("softmax_visible", 1), ("softmax_hidden", 0), ("cross_entropy_visible", 0))
+    assert ag.out_of_order(honest, order) == []
+    ahead = records(("cross_entropy_visible", 0), ("softmax_visible", 0), ("softmax_hidden", 0))
+    assert ag.out_of_order(ahead, order) == ["cross_entropy_visible"]
+    repeated = records(("softmax_visible", 0), ("softmax_visible", 0))
+    assert ag.out_of_order(repeated, order) == ["softmax_visible"]
+    unknown = records(("softmax_visible", 0), ("made_up", 0))
+    assert ag.out_of_order(unknown, order) == ["made_up"]
