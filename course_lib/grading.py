@@ -285,7 +285,7 @@ _recorder: _Recorder | None = None
 
 def announcement(cell: str) -> str:
     """The code a grader runs in the kernel (silently, outside the notebook) before the graded
-    test cell `cell`: nbgrader_config.py while grading, tools/verdicts.py for the reference."""
+    test cell `cell`: grader/nbgrader_plugins.py while grading, grader/verdicts.py for the reference."""
     return f'__import__("course_lib.grading", fromlist=["_"]).begin_checks({cell!r})'
 
 
@@ -333,124 +333,6 @@ def encode_value(value: Any, tensors: dict[str, torch.Tensor]) -> Any:
         if isinstance(value, np.generic):
             return encode_value(value.item(), tensors)
     return {"opaque": f"{kind.__module__}.{kind.__qualname__}"}
-
-
-class Opaque:
-    """A recorded value of a type the record does not keep; equal to nothing."""
-
-    def __init__(self, type_name: str):
-        self.type_name = type_name
-
-    def __eq__(self, other: object) -> bool:
-        return False
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"<a {self.type_name} object>"
-
-
-def decode_value(encoded: Any, tensors: dict[str, torch.Tensor]) -> Any:
-    """The inverse of `encode_value`."""
-    if not isinstance(encoded, dict) or len(encoded) != 1:
-        raise ValueError(f"not a recorded value: {encoded!r}")
-    (tag, payload), = encoded.items()
-    if tag == "tensor":
-        return tensors[payload]
-    if tag == "value":
-        return payload
-    if tag == "float":
-        return float(payload)
-    if tag == "bytes":
-        return bytes.fromhex(payload)
-    if tag in ("list", "tuple"):
-        items = [decode_value(v, tensors) for v in payload]
-        return items if tag == "list" else tuple(items)
-    if tag == "dict":
-        return {decode_value(k, tensors): decode_value(v, tensors) for k, v in payload}
-    if tag == "opaque":
-        return Opaque(payload)
-    raise ValueError(f"unknown tag {tag!r} in a recorded value")
-
-
-def read_records(folder: Path) -> list[dict]:
-    """Every check recorded in `folder`, with its values decoded."""
-    from safetensors.torch import load_file
-
-    path = folder / RECORD_FILE
-    if not path.exists():
-        return []
-    files: dict[str, dict[str, torch.Tensor]] = {}
-    records = []
-    for line in path.read_text().splitlines():
-        entry = json.loads(line)
-        tensors: dict[str, torch.Tensor] = {}
-        if entry.get("tensors"):
-            name = Path(entry["tensors"]).name  # never a path out of the folder
-            if name not in files:
-                files[name] = load_file(str(folder / name))
-            prefix = entry.get("prefix", "")
-            tensors = {k[len(prefix):]: v for k, v in files[name].items() if k.startswith(prefix)}
-        entry["actual"] = decode_value(entry["actual"], tensors)
-        entry["expected"] = decode_value(entry["expected"], tensors)
-        records.append(entry)
-    return records
-
-
-def consolidate_records(source: Path, destination: Path) -> int:
-    """Copy the records of `source` into `destination` as one JSON-lines file and one safetensors
-    file (the per-check files of a recording, merged for storage). Returns the number of checks."""
-    from safetensors.torch import load_file, save_file
-
-    destination.mkdir(parents=True, exist_ok=True)
-    merged: dict[str, torch.Tensor] = {}
-    lines = []
-    path = source / RECORD_FILE
-    for n, line in enumerate(path.read_text().splitlines() if path.exists() else []):
-        entry = json.loads(line)
-        if entry.get("tensors"):
-            prefix = f"c{n}."
-            merged.update({prefix + k: v for k, v in load_file(str(source / Path(entry["tensors"]).name)).items()})
-            entry["tensors"], entry["prefix"] = "checks.safetensors", prefix
-        lines.append(json.dumps(entry))
-    save_file(merged, str(destination / "checks.safetensors"))
-    (destination / RECORD_FILE).write_text("".join(line + "\n" for line in lines))
-    return len(lines)
-
-
-def replay_check(kind: str, actual: Any, expected: Any, options: dict) -> str | None:
-    """Run one recorded check again, here; None if it passes, else its message."""
-    checks = {"close": assert_tensor_close, "shape": _replay_shape, "sequence": assert_sequence_equal,
-              "equal": assert_equal, "number": assert_number_close, "true": _replay_true,
-              "raises": _replay_raises}
-    if kind not in checks:
-        return f"unknown check kind {kind!r}"
-    global _recorder
-    previous, _recorder = _recorder, None  # replaying records nothing
-    try:
-        checks[kind](actual, expected, **options)
-    except AssertionError as error:
-        return str(error)
-    finally:
-        _recorder = previous
-    return None
-
-
-def _replay_shape(actual: Any, expected: Any, name: str = "output", hint: str | None = None) -> None:
-    if isinstance(actual, torch.Tensor):  # recorded as the shape of the learner's tensor
-        actual = torch.empty(actual.tolist(), device="meta")
-    _check_shape(actual, expected, name, hint)
-
-
-def _replay_true(actual: Any, expected: Any, message: str = "") -> None:
-    if actual is not True:
-        _fail(message)
-
-
-def _replay_raises(actual: Any, expected: Any, name: str = "call", hint: str | None = None) -> None:
-    if actual != f"raised {expected}":
-        outcome = "returned normally" if actual == "returned" else actual if isinstance(actual, str) else repr(actual)
-        _fail(_raises_message(name, expected, outcome, hint))
 
 
 def _describe(x: Any) -> str:

@@ -44,10 +44,11 @@ from pathlib import Path
 import nbformat
 import psutil
 
-from course_lib.grading import RECORD_ENV, read_records
+from course_lib.grading import RECORD_ENV
 from grader import precheck, sandbox, verdicts
 from grader.answer_policy import check_answer, notebook_definitions, withheld_source
 from grader.cells import is_answer_cell, is_test_cell, lesson_names
+from grader.records import read_records
 from grader.sanitize import sanitize_file as sanitize_notebook
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -42,15 +42,10 @@ from pathlib import Path
 
 import nbformat
 
-from course_lib.grading import (
-    RECORD_ENV,
-    announcement,
-    consolidate_records,
-    read_records,
-    replay_check,
-)
+from course_lib.grading import RECORD_ENV, announcement
 from grader import sandbox
 from grader.cells import is_test_cell, nbgrader_meta
+from grader.records import consolidate_records, read_records, replay_check
 
 ROOT = Path(__file__).resolve().parent.parent
 

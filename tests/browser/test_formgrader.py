@@ -15,7 +15,7 @@ import pytest
 
 from grader import autograde as ag
 from grader import sandbox, verdicts
-from tests.browser.test_jupyterlab import ROOT, _jupyterlab, browser_path  # noqa: F401 (a fixture)
+from tests.browser.test_jupyterlab import ROOT, _jupyterlab
 from tests.grading import submissions as subs
 
 LESSON = "00_setup"

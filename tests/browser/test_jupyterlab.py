@@ -59,13 +59,6 @@ def _user_settings(folder: Path) -> Path:
     return folder
 
 
-@pytest.fixture
-def browser_path() -> str:
-    path = _browser()
-    pytest.importorskip("playwright.sync_api", reason="the playwright package (test extras) is missing")
-    return path
-
-
 @contextlib.contextmanager
 def _jupyterlab(tmp_path: Path, root: Path | None = None, **extra_env: str) -> Iterator[tuple[str, str]]:
     """(base URL, token) of a JupyterLab on a free loopback port, serving `root` (default: a copy

@@ -134,9 +134,10 @@ def test_solution_widgets_have_their_saved_state_and_the_release_has_none(lesson
 
 def test_the_stored_reference_checks_are_current(lesson):
     """Grading replays every submission's checks against the solution's, stored by
-    `make execute-solutions` with a key of the solution's code and course_lib; a stale key means
+    `make execute-solutions` with a key of the solution's code and the course_lib modules it imports; a stale key means
     grading would run the solution itself first (slower, same verdicts)."""
     from grader import verdicts
+    from grader.records import read_records
 
     solution = ROOT / "solutions" / lesson / f"{lesson}.ipynb"
     key_file = verdicts.stored_reference(ROOT, lesson, solution.name) / "key"
@@ -145,7 +146,7 @@ def test_the_stored_reference_checks_are_current(lesson):
         f"the stored reference checks of {lesson} are older than its solution or course_lib: "
         f"run `make execute-solutions LESSONS={lesson}` and commit {verdicts.STORED}/{lesson}"
     )
-    records = verdicts.read_records(key_file.parent)
+    records = read_records(key_file.parent)
     cells = {r["cell"] for r in records}
     hidden = {nbgrader_meta(c)["grade_id"] for c in _cells(solution) if is_hidden_test_cell(c)}
     assert hidden <= cells, f"hidden test cells that record no check (the grader cannot replay them): {sorted(hidden - cells)}"

@@ -11,7 +11,6 @@ import torch
 
 from course_lib import grading
 from course_lib.grading import (
-    Opaque,
     assert_equal,
     assert_number_close,
     assert_raises,
@@ -20,12 +19,10 @@ from course_lib.grading import (
     assert_tensor_close,
     assert_true,
     begin_checks,
-    decode_value,
     encode_value,
-    read_records,
-    replay_check,
 )
 from grader import verdicts
+from grader.records import Opaque, decode_value, read_records, replay_check
 
 
 class AlwaysEqual:
