@@ -225,3 +225,16 @@ def test_records_not_written_by_the_recorder_are_named_by_their_cell():
     assert ag.out_of_order(repeated, order) == ["softmax_visible"]
     unknown = records(("softmax_visible", 0), ("made_up", 0))
     assert ag.out_of_order(unknown, order) == ["made_up"]
+
+
+@pytest.mark.skipif(sandbox.bwrap_path() is None, reason="needs bwrap")
+def test_a_grader_run_through_a_symlinked_venv_passes_the_precheck(tmp_path):
+    """sys.executable and sys.prefix are the symlink's paths: the sandbox must bind them too."""
+    import subprocess
+
+    (tmp_path / ".venv").symlink_to(Path(sys.prefix).resolve())
+    python = tmp_path / ".venv" / "bin" / "python"
+    done = subprocess.run([str(python), "-m", "grader", "check", "--root", str(ROOT)], capture_output=True, text=True,
+                          check=False, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "imports the course's course_lib" in done.stdout
