@@ -3,8 +3,10 @@
 A temporary course directory holds one lesson, released, with the solution submitted as one
 student. Rounds alternate three graders on it:
 
-- `grader/autograde.py` as `make autograde` runs it: answer policy, staging, the bubblewrap
-  sandbox, and the replay of the recorded checks against the instructor's run;
+- `grader/autograde.py` as `make autograde` runs it: the pre-check (once per batch; here every
+  batch is one submission), answer policy, staging, the bubblewrap sandbox with its memory
+  cgroup where there is one, the replay of the recorded checks against the instructor's run,
+  and the sanitising of the graded notebook;
 - the same without the sandbox;
 - plain `nbgrader autograde` (none of the above): the peer.
 
@@ -31,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from grader import autograde as ag  # noqa: E402
-from grader import sandbox, verdicts  # noqa: E402
+from grader import precheck, sandbox, verdicts  # noqa: E402
 
 
 def main() -> None:
@@ -61,6 +63,9 @@ def main() -> None:
         start = time.perf_counter()
         verdicts.reference_records(course, args.lesson)
         reference_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        precheck.check(course)
+        precheck_seconds = time.perf_counter() - start
         seconds: dict[str, list[float]] = {name: [] for name in graders}
         for _ in range(args.rounds):
             for name, grade in graders.items():
@@ -71,7 +76,8 @@ def main() -> None:
     peer = medians["plain nbgrader autograde"]
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}")
     print(f"{args.lesson}: the instructor's reference run took {reference_seconds:.2f} s (once per lesson, then cached)")
-    print(f"{args.rounds} rounds, median seconds per submission:")
+    print(f"the pre-check (a sandboxed `import course_lib`, once per batch, included below) took {precheck_seconds:.2f} s")
+    print(f"{args.rounds} rounds of one submission each, median seconds:")
     for name, median in medians.items():
         print(f"  {name:<42} {median:6.2f} s  {median - peer:+6.2f} s vs plain  {[round(v, 2) for v in seconds[name]]}")
     print("target: at most +3 s per submission")
