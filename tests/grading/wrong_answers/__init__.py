@@ -8,6 +8,9 @@ One module per lesson (`lesson_NN.py`) defines:
   of its exercise's points, and the table in build/round_trip/ names the test cell that caught it;
 - `RIGHT` (optional): {answer grade_id: source}, right answers in another style, which must
   keep full marks with no flag;
+- `IDIOMS` (optional): {answer grade_id: the idiom its RIGHT answer uses}, the honest corpus of
+  unusual styles (type hints, magics, self-checks, getattr(nn, name)...) that the answer
+  policy must let through;
 - `FORBIDDEN` (optional): {answer grade_id: source} that replaces the lesson's entry in
   tests/grading/submissions.py FORBIDDEN_ANSWERS (answers that call the forbidden reference).
 
@@ -22,10 +25,13 @@ import pkgutil
 WRONG_ANSWERS: dict[str, dict[str, list[str]]] = {}
 RIGHT_VARIANTS: dict[str, dict[str, str]] = {}
 FORBIDDEN_OVERRIDES: dict[str, dict[str, str]] = {}
+IDIOM_VARIANTS: dict[str, dict[str, str]] = {}
 
 for _module in sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name.startswith("lesson_")):
     _lesson = importlib.import_module(f"{__name__}.{_module}")
     WRONG_ANSWERS[_lesson.LESSON] = _lesson.WRONG
     RIGHT_VARIANTS[_lesson.LESSON] = getattr(_lesson, "RIGHT", {})
+    if hasattr(_lesson, "IDIOMS"):
+        IDIOM_VARIANTS[_lesson.LESSON] = _lesson.IDIOMS
     if hasattr(_lesson, "FORBIDDEN"):
         FORBIDDEN_OVERRIDES[_lesson.LESSON] = _lesson.FORBIDDEN

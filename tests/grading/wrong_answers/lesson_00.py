@@ -72,6 +72,7 @@ WRONG: dict[str, list[str]] = {
 
 # Right answers written differently from the solution: each must earn its exercise's full points.
 RIGHT: dict[str, str] = {
+    # idiom: a %timeit line left in, postponed annotations
     "softmax_answer": """
         from __future__ import annotations
 
@@ -80,11 +81,16 @@ RIGHT: dict[str, str] = {
             top = torch.max(moved, dim=-1, keepdim=True).values
             e = torch.exp(torch.sub(moved, top))
             return torch.movedim(e / torch.sum(e, dim=-1, keepdim=True), -1, dim)
+
+        %timeit -n 1 -r 1 stable_softmax(torch.randn(4, 8))
     """,
+    # idiom: typing.Final, type(x).__name__ in an error, a __main__ self-check
     "cross_entropy_answer": """
         from typing import Final
 
         def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+            if not isinstance(logits, torch.Tensor):
+                raise TypeError(f"logits must be a tensor, not {type(logits).__name__}")
             ROWS: Final = -1
             total = torch.zeros((), dtype=logits.dtype)
             for row, target in zip(logits, targets.tolist()):   # one row at a time
@@ -92,5 +98,16 @@ RIGHT: dict[str, str] = {
                 lse = top + torch.log(torch.sum(torch.exp(row - top), dim=ROWS))
                 total = total + (lse - row[target])
             return total / logits.shape[0]
+
+        if __name__ == "__main__":  # a quick self-check against PyTorch's loss
+            _logits, _targets = torch.randn(3, 5), torch.tensor([0, 4, 2])
+            assert torch.allclose(cross_entropy(_logits, _targets), F.cross_entropy(_logits, _targets))
     """,
+}
+
+# RIGHT answers written with an idiom careful people use: the answer policy must let each one
+# through (tests/unit/test_answer_policy.py counts them).
+IDIOMS: dict[str, str] = {
+    "softmax_answer": "a %timeit line left in, postponed annotations",
+    "cross_entropy_answer": "typing.Final, type(x).__name__ in an error, a __main__ self-check",
 }

@@ -304,6 +304,7 @@ WRONG: dict[str, list[str]] = {
 
 # Right answers written differently from the solution: each must earn its exercise's full points.
 RIGHT: dict[str, str] = {
+    # idiom: postponed annotations, a private alias of an import
     "get_stats_answer": """
         from __future__ import annotations
         from collections import defaultdict as _dd
@@ -327,6 +328,7 @@ RIGHT: dict[str, str] = {
                 i += 1
             return out
     """,
+    # idiom: typing.Optional
     "train_bpe_answer": """
         from typing import Optional
         from course_lib.tokenization import pair_counts, merge_pair
@@ -362,6 +364,7 @@ RIGHT: dict[str, str] = {
                 result += ids
             return result
     """,
+    # idiom: fractions.Fraction, operator
     "wordpiece_answer": """
         from fractions import Fraction
         import operator
@@ -377,6 +380,7 @@ RIGHT: dict[str, str] = {
             best, score = max(exact, key=operator.itemgetter(1))
             return best, float(score)
     """,
+    # idiom: functools.lru_cache
     "viterbi_answer": """
         from functools import lru_cache
 
@@ -399,6 +403,7 @@ RIGHT: dict[str, str] = {
                 best_from(start)
             return list(best_from(0)[1])
     """,
+    # idiom: operator, a generator expression
     "fertility_answer": """
         import operator
 
@@ -408,4 +413,14 @@ RIGHT: dict[str, str] = {
                 raise ValueError(f"no words in {text!r}")
             return operator.truediv(len(list(encode(text))), n_words)
     """,
+}
+
+# RIGHT answers written with an idiom careful people use: the answer policy must let each one
+# through (tests/unit/test_answer_policy.py counts them).
+IDIOMS: dict[str, str] = {
+    "get_stats_answer": "postponed annotations, a private alias of an import",
+    "train_bpe_answer": "typing.Optional",
+    "wordpiece_answer": "fractions.Fraction, operator",
+    "viterbi_answer": "functools.lru_cache",
+    "fertility_answer": "operator, a generator expression",
 }

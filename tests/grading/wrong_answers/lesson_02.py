@@ -106,6 +106,7 @@ WRONG: dict[str, list[str]] = {
 
 # Right answers written differently from the solution: each must earn full points.
 RIGHT: dict[str, str] = {
+    # idiom: postponed annotations, einsum
     "one_hot_answer": """
         from __future__ import annotations
 
@@ -113,6 +114,7 @@ RIGHT: dict[str, str] = {
             eye = torch.eye(E.shape[0], dtype=E.dtype)      # row v of the identity is v's one-hot
             return torch.einsum("...v,vd->...d", eye[ids], E)
     """,
+    # idiom: typing.Final, a forward parameter named input
     "token_position_answer": """
         from typing import Final
 
@@ -125,29 +127,50 @@ RIGHT: dict[str, str] = {
                 self.token_emb = nn.Embedding(vocab_size, d_model)
                 self.pos_emb = nn.Embedding(max_len, d_model)
 
-            def forward(self, ids: torch.Tensor) -> torch.Tensor:
-                *_, T = ids.shape
+            def forward(self, input: torch.Tensor) -> torch.Tensor:  # PyTorch's name for it
+                *_, T = input.shape
                 if not T <= self.max_len:
                     raise ValueError(self.TOO_LONG.format(T, self.max_len))
-                return self.token_emb.weight[ids] + self.pos_emb.weight[:T]
+                return self.token_emb.weight[input] + self.pos_emb.weight[:T]
     """,
+    # idiom: functools.lru_cache on a private helper
     "sinusoidal_answer": """
+        from functools import lru_cache
+
+
+        @lru_cache(maxsize=None)
+        def _inverse_frequency(i: int, d_model: int, base: float) -> float:
+            return base ** (-2 * i / d_model)
+
+
         def sinusoidal_pe(seq_len, d_model, base=10000.0):
             rows = []
             for p in range(seq_len):
                 row = []
                 for i in range(d_model // 2):
-                    angle = p * base ** (-2 * i / d_model)       # Python floats: float64
+                    angle = p * _inverse_frequency(i, d_model, base)  # Python floats: float64
                     row += [math.sin(angle), math.cos(angle)]
                 rows.append(row)
             return torch.tensor(rows, dtype=torch.float32)
     """,
+    # idiom: import torch.linalg as LA, operator
     "cosine_answer": """
         import operator
 
+        import torch.linalg as LA
+
         def cosine_similarity(a, b, dim=-1, eps=1e-8):
             def length(x):
-                return torch.linalg.vector_norm(x, dim=dim, keepdim=True).clamp(min=eps)
+                return LA.vector_norm(x, dim=dim, keepdim=True).clamp(min=eps)
             return operator.mul(a / length(a), b / length(b)).sum(dim)
     """,
+}
+
+# RIGHT answers written with an idiom careful people use: the answer policy must let each one
+# through (tests/unit/test_answer_policy.py counts them).
+IDIOMS: dict[str, str] = {
+    "one_hot_answer": "postponed annotations, einsum",
+    "token_position_answer": "typing.Final, a forward parameter named input",
+    "sinusoidal_answer": "functools.lru_cache on a private helper",
+    "cosine_answer": "import torch.linalg as LA, operator",
 }

@@ -129,6 +129,7 @@ WRONG: dict[str, list[str]] = {
 
 # Right answers written differently from the solution: each must earn full points.
 RIGHT: dict[str, str] = {
+    # idiom: postponed annotations, einsum
     "scores_answer": """
         from __future__ import annotations
 
@@ -136,13 +137,17 @@ RIGHT: dict[str, str] = {
             scale = q.size(-1) ** -0.5
             return torch.einsum("...id,...jd->...ij", q * scale, k)
     """,
+    # idiom: a match statement, torch.where instead of masked_fill
     "mask_answer": """
         def apply_mask(scores, mask):
-            if mask.dtype is torch.bool:
-                blocked = torch.full_like(scores, -math.inf)
-                return torch.where(mask, scores, blocked)
-            return torch.add(scores, mask)
+            match mask.dtype:
+                case torch.bool:
+                    blocked = torch.full_like(scores, -math.inf)
+                    return torch.where(mask, scores, blocked)
+                case _:
+                    return torch.add(scores, mask)
     """,
+    # idiom: a __main__ self-check
     "softmax_answer": """
         def stable_softmax(x, dim=-1):
             x = x.movedim(dim, -1)
@@ -151,7 +156,12 @@ RIGHT: dict[str, str] = {
             e = (x - m).exp()
             out = e / e.sum(-1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
             return out.movedim(-1, dim)
+
+        if __name__ == "__main__":  # rows of huge scores still sum to one
+            _x = torch.tensor([[1000.0, 0.0], [-1000.0, 0.0]])
+            assert torch.allclose(stable_softmax(_x).sum(-1), torch.ones(2))
     """,
+    # idiom: typing.Optional, einsum
     "attention_answer": """
         from typing import Optional
 
@@ -169,7 +179,9 @@ RIGHT: dict[str, str] = {
             w = stable_softmax(s)
             return torch.einsum("...qk,...kd->...qd", w, v), w
     """,
+    # idiom: a %%time cell magic
     "heads_answer": """
+        %%time
         def split_heads(x, n_heads):
             return torch.stack(x.chunk(n_heads, dim=-1), dim=1)
 
@@ -177,4 +189,14 @@ RIGHT: dict[str, str] = {
         def merge_heads(x):
             return torch.cat(x.unbind(dim=1), dim=-1)
     """,
+}
+
+# RIGHT answers written with an idiom careful people use: the answer policy must let each one
+# through (tests/unit/test_answer_policy.py counts them).
+IDIOMS: dict[str, str] = {
+    "scores_answer": "postponed annotations, einsum",
+    "mask_answer": "a match statement, torch.where instead of masked_fill",
+    "softmax_answer": "a __main__ self-check",
+    "attention_answer": "typing.Optional, einsum",
+    "heads_answer": "a %%time cell magic",
 }

@@ -237,6 +237,7 @@ RIGHT: dict[str, str] = {
                 heads.append(torch.einsum("bqk,bkd->bqd", torch.softmax(s, -1), v[:, g]))
             return torch.stack(heads, dim=1)
     """,
+    # idiom: postponed annotations, operator, functools.reduce
     "kv_bytes_answer": """
         from __future__ import annotations
         import operator
@@ -294,6 +295,12 @@ RIGHT: dict[str, str] = {
             logits = torch.einsum("...qd,...rd->...qr", q, keys) / q.shape[-1] ** 0.5
             return torch.einsum("...qr,...rd->...qd", logits.softmax(dim=-1), values)
     """,
+}
+
+# RIGHT answers written with an idiom careful people use: the answer policy must let each one
+# through (tests/unit/test_answer_policy.py counts them).
+IDIOMS: dict[str, str] = {
+    "kv_bytes_answer": "postponed annotations, operator, functools.reduce",
 }
 
 # Answers that call the forbidden reference: they must earn exactly the visible points.

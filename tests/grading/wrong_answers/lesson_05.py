@@ -189,6 +189,7 @@ WRONG: dict[str, list[str]] = {
 
 # Right answers written differently: they must keep full marks.
 RIGHT: dict[str, str] = {
+    # idiom: numbers, typing.Optional
     "relpos_answer": """
         from __future__ import annotations
 
@@ -209,16 +210,23 @@ RIGHT: dict[str, str] = {
                 rows.append(row)
             return torch.tensor(rows, dtype=torch.int64)
     """,
+    # idiom: a @torch.jit.script helper
     "shaw_answer": """
+        @torch.jit.script
+        def _clipped_offsets(T: int, max_rel: int) -> torch.Tensor:
+            steps = torch.arange(T)
+            return (steps[None, :] - steps[:, None]).clamp(-max_rel, max_rel) + max_rel
+
+
         def shaw_scores(q, k, rel_k, max_rel):
             T, d = q.shape[-2], q.shape[-1]
             content = torch.einsum("...id,...jd->...ij", q, k)
             per = torch.einsum("...id,rd->...ir", q, rel_k)  # (..., T, 2k + 1)
-            steps = torch.arange(T)
-            index = (steps[None, :] - steps[:, None]).clamp(-max_rel, max_rel) + max_rel  # (T, T)
+            index = _clipped_offsets(T, int(max_rel))  # (T, T)
             pos = per.gather(-1, index.expand(*per.shape[:-1], T))  # q_i . a_{clip(j - i)}
             return (content + pos) * d ** -0.5
     """,
+    # idiom: postponed annotations, torch.where
     "t5_attention_answer": """
         from __future__ import annotations
 
@@ -240,8 +248,11 @@ RIGHT: dict[str, str] = {
             weights = e / e.sum(-1, keepdim=True)
             return torch.einsum("...ij,...jd->...id", weights, v), weights
     """,
+    # idiom: type(x).__name__ in an error
     "rope_answer": """
         def apply_rope(x, positions=None, base=10000.0):
+            if not isinstance(x, torch.Tensor):
+                raise TypeError(f"apply_rope rotates a tensor, not a {type(x).__name__}")
             *_, T, d = x.shape
             if d % 2 == 1:
                 raise ValueError(f"odd d = {d}")
@@ -269,6 +280,15 @@ RIGHT: dict[str, str] = {
             j = torch.arange(T).view(1, T)
             return torch.stack([-m * (i - j).abs().float() for m in alibi_slopes(n_heads).tolist()])
     """,
+}
+
+# RIGHT answers written with an idiom careful people use: the answer policy must let each one
+# through (tests/unit/test_answer_policy.py counts them).
+IDIOMS: dict[str, str] = {
+    "relpos_answer": "numbers, typing.Optional",
+    "shaw_answer": "a @torch.jit.script helper",
+    "t5_attention_answer": "postponed annotations, torch.where",
+    "rope_answer": "type(x).__name__ in an error",
 }
 
 # Answers that call the forbidden references: they pass the visible tests and must earn exactly

@@ -205,6 +205,7 @@ WRONG: dict[str, list[str]] = {
 
 # Right answers written differently; they must keep full marks.
 RIGHT: dict[str, str] = {
+    # idiom: postponed annotations, a variable named vars
     "layer_norm_answer": """
         from __future__ import annotations
 
@@ -212,28 +213,31 @@ RIGHT: dict[str, str] = {
                        eps: float = 1e-5) -> torch.Tensor:
             D = x.shape[-1]
             centred = x - x.sum(-1, keepdim=True) / D
-            variance = torch.einsum("...d,...d->...", centred, centred)[..., None] / D
-            y = centred * (variance + eps).rsqrt()
+            vars = torch.einsum("...d,...d->...", centred, centred)[..., None] / D  # per row
+            y = centred * (vars + eps).rsqrt()
             y = y * weight
             return y if bias is None else y + bias
     """,
+    # idiom: getattr(nn, name), self.modules(), a private attribute
     "ffn_answer": """
-        _ACTIVATIONS = {
-            "relu": F.relu,
-            "gelu": F.gelu,
-            "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
+        _ACTIVATIONS = {  # torch.nn's layer by name, and its options
+            "relu": ("ReLU", {}),
+            "gelu": ("GELU", {}),
+            "gelu_tanh": ("GELU", {"approximate": "tanh"}),
         }
 
         class FeedForward(nn.Module):
             def __init__(self, d_model, d_ff, activation="relu", bias=True):
                 super().__init__()
                 try:
-                    self.activation = _ACTIVATIONS[activation]
+                    layer, options = _ACTIVATIONS[activation]
                 except KeyError:
                     raise ValueError(f"unknown activation {activation!r}: use one of "
                                      f"{', '.join(_ACTIVATIONS)}") from None
+                self.activation = getattr(nn, layer)(**options)
                 self.fc = nn.Linear(d_model, d_ff, bias)
                 self.proj = nn.Linear(d_ff, d_model, bias)
+                self._n_linear = sum(isinstance(m, nn.Linear) for m in self.modules())
 
             def forward(self, x):
                 hidden = self.activation(self.fc(x))
@@ -265,6 +269,7 @@ RIGHT: dict[str, str] = {
             hidden = model.ln_f(hidden)
             return torch.einsum("btd,vd->btv", hidden, model.lm_head.weight)
     """,
+    # idiom: a private typing.NamedTuple
     "params_answer": """
         from typing import NamedTuple
 
@@ -309,6 +314,14 @@ RIGHT: dict[str, str] = {
             log_probs = logits.log_softmax(-1)
             return logits, -log_probs[torch.arange(len(labels)), labels].mean()
     """,
+}
+
+# RIGHT answers written with an idiom careful people use: the answer policy must let each one
+# through (tests/unit/test_answer_policy.py counts them).
+IDIOMS: dict[str, str] = {
+    "layer_norm_answer": "postponed annotations, a variable named vars",
+    "ffn_answer": "getattr(nn, name), self.modules(), a private attribute",
+    "params_answer": "a private typing.NamedTuple",
 }
 
 # Answers that call the forbidden reference: the whole lesson's entry of tests/grading/submissions.py

@@ -249,6 +249,7 @@ WRONG: dict[str, list[str]] = {
 
 # Right answers written differently; they must keep full marks.
 RIGHT: dict[str, str] = {
+    # idiom: postponed annotations
     "get_batch_answer": """
         from __future__ import annotations
 
@@ -264,6 +265,7 @@ RIGHT: dict[str, str] = {
             y = torch.stack([r[1:] for r in rows])
             return x, y
     """,
+    # idiom: operator
     "lr_answer": """
         import operator
 
@@ -389,6 +391,13 @@ RIGHT: dict[str, str] = {
                     evaluation(step)
             return net, losses, history
     """,
+}
+
+# RIGHT answers written with an idiom careful people use: the answer policy must let each one
+# through (tests/unit/test_answer_policy.py counts them).
+IDIOMS: dict[str, str] = {
+    "get_batch_answer": "postponed annotations",
+    "lr_answer": "operator",
 }
 
 # The lesson's entry of tests/grading/submissions.py FORBIDDEN_ANSWERS (it replaces it): answers

@@ -217,6 +217,7 @@ WRONG: dict[str, list[str]] = {
 # Right answers written differently from the solution (other idioms, another order of
 # operations): each must earn its exercise's full points.
 RIGHT: dict[str, str] = {
+    # idiom: postponed annotations, tuple[...] hints
     "append_answer": """
         from __future__ import annotations
 
@@ -236,6 +237,7 @@ RIGHT: dict[str, str] = {
             v_buf.narrow(2, length, T).copy_(v_new)
             return k_buf.narrow(2, 0, length + T), v_buf.narrow(2, 0, length + T), length + T
     """,
+    # idiom: postponed annotations, einsum
     "newest_answer": """
         from __future__ import annotations
 
@@ -255,6 +257,7 @@ RIGHT: dict[str, str] = {
                 outputs.append(torch.einsum("grn,gnd->grd", weights, values).reshape(H, 1, d))
             return torch.stack(outputs)
     """,
+    # idiom: torch.where instead of masked_fill
     "rope_answer": """
         def rope_scores_step(q_new, k_new, k_cache, base=10000.0):
             L, T, d = k_cache.size(-2), q_new.size(-2), q_new.size(-1)
@@ -279,6 +282,7 @@ RIGHT: dict[str, str] = {
                     return torch.cat(tokens, dim=1)
                 logits, _ = model(tokens[-1], cache=cache)
     """,
+    # idiom: operator, functools.reduce
     "budget_answer": """
         import operator
         from functools import reduce
@@ -288,6 +292,15 @@ RIGHT: dict[str, str] = {
             per_step = reduce(operator.mul, factors, 1)
             return int(memory_bytes // per_step)
     """,
+}
+
+# RIGHT answers written with an idiom careful people use: the answer policy must let each one
+# through (tests/unit/test_answer_policy.py counts them).
+IDIOMS: dict[str, str] = {
+    "append_answer": "postponed annotations, tuple[...] hints",
+    "newest_answer": "postponed annotations, einsum",
+    "rope_answer": "torch.where instead of masked_fill",
+    "budget_answer": "operator, functools.reduce",
 }
 
 # The lesson's entry of tests/grading/submissions.py FORBIDDEN_ANSWERS (it replaces it): answers

@@ -213,6 +213,7 @@ WRONG: dict[str, list[str]] = {
 
 # Right answers in other styles: each must keep full marks.
 RIGHT: dict[str, str] = {
+    # idiom: postponed annotations, torch.inference_mode
     "greedy_answer": """
         from __future__ import annotations
 
@@ -228,6 +229,7 @@ RIGHT: dict[str, str] = {
                         r.append(min(range(len(scores)), key=lambda v: (-scores[v], v)))
             return torch.tensor(rows, dtype=idx.dtype).reshape(idx.shape[0], -1)
     """,
+    # idiom: a frozen dataclass, heapq, a generator
     "beam_answer": """
         import heapq
         from dataclasses import dataclass
@@ -256,6 +258,7 @@ RIGHT: dict[str, str] = {
                 beams = heapq.nlargest(beam_width, candidates, key=lambda b: b.score)
             return torch.tensor([beams[0].tokens], dtype=idx.dtype), beams[0].score
     """,
+    # idiom: numbers
     "top_k_answer": """
         import numbers
 
@@ -287,6 +290,7 @@ RIGHT: dict[str, str] = {
                     out[r, j] = -math.inf
             return out.reshape(logits.shape)
     """,
+    # idiom: typing.Optional, postponed annotations
     "sample_answer": """
         from __future__ import annotations
 
@@ -312,4 +316,13 @@ RIGHT: dict[str, str] = {
             last = torch.stack([row.nonzero().max() for row in probs])
             return torch.minimum(token, last)
     """,
+}
+
+# RIGHT answers written with an idiom careful people use: the answer policy must let each one
+# through (tests/unit/test_answer_policy.py counts them).
+IDIOMS: dict[str, str] = {
+    "greedy_answer": "postponed annotations, torch.inference_mode",
+    "beam_answer": "a frozen dataclass, heapq, a generator",
+    "top_k_answer": "numbers",
+    "sample_answer": "typing.Optional, postponed annotations",
 }
