@@ -46,8 +46,8 @@ import psutil
 
 from course_lib.grading import RECORD_ENV
 from grader import precheck, sandbox, verdicts
-from grader.answer_policy import check_answer, notebook_definitions, withheld_source
-from grader.cells import is_answer_cell, is_test_cell, lesson_names
+from grader.answer_policy import notebook_definitions, policy_violations, withhold
+from grader.cells import is_answer_cell, is_test_cell, lesson_names, nbgrader_meta
 from grader.records import read_records
 from grader.sanitize import sanitize_file as sanitize_notebook
 
@@ -128,7 +128,8 @@ def _make_writable(path: Path) -> None:
 
 def stage_submission(root: Path, lesson: str, student: str,
                      protected: dict[str, dict[str, str | None]] | None = None, enforce_policy: bool = True) -> list[str]:
-    """Copy a submission into the staging area, withhold answers that break the policy, and
+    """Copy a submission into the staging area, withhold the cells the learner wrote or added
+    that break the policy (answers, and cells without the release's nbgrader metadata), and
     make the copy read-only. Returns the flags to report. `protected` maps a notebook's name to
     its `protected_names` (computed here when not given). `enforce_policy=False` is for tests
     that prove the other layers hold by themselves."""
@@ -148,18 +149,28 @@ def stage_submission(root: Path, lesson: str, student: str,
             names = protected_names(released) if released.exists() else {}
         else:
             names = protected[notebook.name]
-        withheld = []
-        for cell in nb.cells:
-            if not is_answer_cell(cell) or not enforce_policy:
-                continue
-            violations = check_answer(cell.source, names)
-            if violations:
-                grade_id = cell.metadata["nbgrader"]["grade_id"]
-                cell.source = withheld_source(grade_id, violations)
-                withheld.append(f"{grade_id} ({'; '.join(str(v) for v in violations[:4])})")
-        if withheld:
-            nbformat.write(nb, notebook)
+        changed = False
+        released_ids = {nbgrader_meta(c).get("grade_id") for c in nbformat.read(released, as_version=4).cells} \
+            if released.exists() else set()
+        seen, foreign = set(), []
+        for index, cell in enumerate(nb.cells):  # nbgrader metadata the release does not have: an added cell
+            grade_id = nbgrader_meta(cell).get("grade_id")
+            if grade_id is not None and (grade_id not in released_ids or grade_id in seen):
+                del cell.metadata["nbgrader"]
+                foreign.append(f"cell {index} ({grade_id!r})")
+                changed = True
+            seen.add(grade_id)
+        if foreign:
+            flags.append(f"cell(s) carrying nbgrader metadata that the release does not have, graded as added cells: "
+                         f"{', '.join(foreign[:5])}")
+        findings = policy_violations(nb, names) if enforce_policy else []
+        if findings:
+            withhold(nb, findings)
+            changed = True
+            withheld = [f"{label} ({'; '.join(str(v) for v in violations[:4])})" for _, label, violations in findings]
             flags.append(f"answer(s) withheld by the grading policy, scored 0, review by hand: {', '.join(withheld)}")
+        if changed:
+            nbformat.write(nb, notebook)
     for p in [*staged_dir.rglob("*"), staged_dir]:
         p.chmod(0o555 if p.is_dir() else 0o444)
     return flags

@@ -342,6 +342,25 @@ def with_sources(student_nb, sources: dict[str, str]):
     return nb
 
 
+# Attacks from a cell the learner adds (no nbgrader metadata, or a copy of an answer's): the
+# policy reads every cell the learner wrote, not only the answer cells.
+ADDED_CELL_ATTACK = _code("""
+    torch.isclose = lambda a, b, **kwargs: torch.ones_like(a, dtype=torch.bool)
+""")
+
+
+def with_added_cell(student_nb, after: str, source: str, copy_metadata: bool = False):
+    """The student version with a wrong stable_softmax and a new code cell after the answer
+    `after`; with `copy_metadata`, the new cell carries a copy of that answer's nbgrader metadata."""
+    nb = with_answer(student_nb, "softmax_answer", _WRONG)
+    index = next(i for i, c in enumerate(nb.cells) if meta(c).get("grade_id") == after)
+    cell = nbformat.v4.new_code_cell(textwrap.dedent(source).strip())
+    if copy_metadata:
+        cell.metadata["nbgrader"] = copy.deepcopy(nb.cells[index].metadata["nbgrader"])
+    nb.cells.insert(index + 1, cell)
+    return nb
+
+
 def escapes_through_numpy(root) -> str:
     """Passes the answer policy (numpy is allowed) and writes into the course folder, which only
     the sandbox prevents; it also tries to read the gradebook and to print it."""

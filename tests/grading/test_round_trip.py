@@ -98,14 +98,18 @@ def _batches(part, lesson, root, solution, student) -> list[tuple[dict, dict]]:
     if part == HOSTILE:
         for attack, source in subs.HOSTILE_ANSWERS.items():
             attacks[f"hostile-{attack}"] = source
-        if SANDBOX:  # allowed by the policy; only the sandbox stops it
-            attacks["hostile-escapes-through-numpy"] = subs.escapes_through_numpy(root)
         classmate, options = "zz-honest-classmate", batch
     else:
         sources = {**{a: subs.HOSTILE_ANSWERS[a] for a in REPLAY_ATTACKS}, **(subs.SANDBOX_ATTACKS if SANDBOX else {})}
+        if SANDBOX:  # the policy names the gradebook; without it, only the sandbox stops this
+            sources["escapes-through-numpy"] = subs.escapes_through_numpy(root)
         attacks = {f"policy-off-{a}": source for a, source in sources.items()}
         classmate, options = "policy-off-zz-honest-classmate", {"deadline": 120, "enforce_policy": False}
     submissions = {name: (subs.with_answer(student, "softmax_answer", source), 0.0) for name, source in attacks.items()}
+    if part == HOSTILE:
+        submissions["hostile-added-cell"] = (subs.with_added_cell(student, "softmax_answer", subs.ADDED_CELL_ATTACK), 0.0)
+        submissions["hostile-added-cell-with-copied-metadata"] = (
+            subs.with_added_cell(student, "softmax_answer", subs.ADDED_CELL_ATTACK, copy_metadata=True), 0.0)
     if part == POLICY_OFF:
         tests_of = subs.exercise_tests(solution)
         points = {subs.meta(c)["grade_id"]: float(subs.meta(c)["points"]) for c in solution.cells if subs.is_test_cell(c)}
@@ -341,15 +345,18 @@ class RoundTripHostile(RoundTripAttacks):
     def test_hostile_answers_are_withheld_by_the_policy(self, graded):
         hostile = {s: r for s, r in graded["results"].items() if s.startswith("hostile-")}
         assert set(hostile) >= {f"hostile-{a}" for a in subs.HOSTILE_ANSWERS}, sorted(hostile)
-        escape = hostile.pop("hostile-escapes-through-numpy", None)  # the policy allows it; the sandbox stops it
         unflagged = [s for s, r in hostile.items()
                      if not any("withheld by the grading policy" in f for f in r.flags)]
         assert unflagged == [], f"hostile submissions not withheld: {unflagged}"
-        if escape is not None:
-            assert not (graded["root"] / "pwned-by-numpy").exists(), \
-                "a submission wrote into the course folder: the sandbox did not hold"
-            assert any(f.startswith("reached for a file") for f in escape.flags), \
-                f"the refused write should be flagged, got {escape.flags}"
+
+    def test_a_cell_the_learner_added_is_read_by_the_policy_too(self, graded):
+        """An added cell is checked like an answer (named by its position); one that copies an
+        answer's nbgrader metadata is flagged for it and checked as an added cell."""
+        added = graded["results"]["hostile-added-cell"].flags
+        assert any("withheld by the grading policy" in f and "added cell" in f for f in added), added
+        copied = graded["results"]["hostile-added-cell-with-copied-metadata"].flags
+        assert any("nbgrader metadata that the release does not have" in f for f in copied), copied
+        assert any("withheld by the grading policy" in f and "added cell" in f for f in copied), copied
 
 
 class RoundTripPolicyOff(RoundTripAttacks):
@@ -378,6 +385,11 @@ class RoundTripPolicyOff(RoundTripAttacks):
             assert result.auto_score == 0.0, f"{attack}: scored {result.auto_score}"
             assert result.seconds < 60, f"{attack}: grading took {result.seconds:.0f} s"
         assert attacks["stdout-holding-daemon"].status == "graded", attacks["stdout-holding-daemon"].flags
+        escape = graded["results"]["policy-off-escapes-through-numpy"]
+        assert not (graded["root"] / "pwned-by-numpy").exists(), \
+            "a submission wrote into the course folder: the sandbox did not hold"
+        assert any(f.startswith("reached for a file") for f in escape.flags), \
+            f"the refused write should be flagged, got {escape.flags}"
         for attack, expected_flag in (("stdout-holding-daemon", "left 1 process(es) running"),
                                       ("allocates-18-gb", "ran out of memory"),
                                       ("prints-500-mb", "printed more than"),

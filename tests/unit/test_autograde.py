@@ -125,7 +125,7 @@ def test_staged_copy_withholds_a_violating_answer_and_leaves_submitted_unchanged
     submitted = tmp_path / "submitted" / "eve" / lesson / f"{lesson}.ipynb"
     nbt.write_notebook(submitted, [
         nbt.code("x = 1"),
-        nbt.answer("f_answer", "import os\ndef f(x):\n    ### BEGIN SOLUTION\n    return x + 1\n    ### END SOLUTION"),
+        nbt.answer("f_answer", "import importlib\ndef f(x):\n    ### BEGIN SOLUTION\n    return x + 1\n    ### END SOLUTION"),
         nbt.tests("f_visible", 1, "assert f(0) == 1"),
         nbt.tests("f_hidden", 1, "assert f(1) == 2"),
     ])
@@ -133,7 +133,7 @@ def test_staged_copy_withholds_a_violating_answer_and_leaves_submitted_unchanged
     flags = ag.stage_submission(tmp_path, lesson, "eve")
     assert len(flags) == 1
     assert "f_answer" in flags[0]
-    assert "import not allowed (os)" in flags[0]
+    assert "reaches the import system (import importlib)" in flags[0]
     staged = tmp_path / ag.STAGING / "eve" / lesson / f"{lesson}.ipynb"
     assert "withheld by the grading policy" in staged.read_text()
     assert not staged.stat().st_mode & 0o222, "the staged copy must be read-only"
