@@ -640,22 +640,25 @@ def notebook_definitions(sources: Iterable[str]) -> dict[str, str | None]:
     return names
 
 
-def policy_violations(nb, protected: dict[str, str | None]) -> list[tuple[int, str, list[Violation]]]:
+def policy_violations(nb, protected: dict[str, str | None],
+                      released_sources: Iterable[str] = ()) -> list[tuple[int, str, list[Violation]]]:
     """(cell index, label, violations) for each code cell the learner wrote or added that breaks
     the policy: answer cells (labelled by grade_id) and code cells without nbgrader metadata
-    ("added cell N"). The instructor's cells (locked cells, tests) are not checked: the
-    integrity check restores them from the release."""
+    whose source is not one of the release's (`released_sources`: the instructor's own cells,
+    as released, are not the learner's; one the learner edited is, "added or edited cell N").
+    The instructor's graded and locked cells are not checked: nbgrader restores them."""
+    instructor = {source.strip() for source in released_sources}
     findings = []
     for index, cell in enumerate(nb.cells):
         if cell.get("cell_type") != "code":
             continue
+        source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
         if is_answer_cell(cell):
             label = nbgrader_meta(cell).get("grade_id", f"answer cell {index}")
-        elif not nbgrader_meta(cell):
-            label = f"added cell {index}"
+        elif not nbgrader_meta(cell) and source.strip() not in instructor:
+            label = f"added or edited cell {index}"
         else:
             continue
-        source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
         violations = check_answer(source, protected)
         if violations:
             findings.append((index, label, violations))

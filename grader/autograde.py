@@ -150,8 +150,9 @@ def stage_submission(root: Path, lesson: str, student: str,
         else:
             names = protected[notebook.name]
         changed = False
-        released_ids = {nbgrader_meta(c).get("grade_id") for c in nbformat.read(released, as_version=4).cells} \
-            if released.exists() else set()
+        released_cells = nbformat.read(released, as_version=4).cells if released.exists() else []
+        released_ids = {nbgrader_meta(c).get("grade_id") for c in released_cells}
+        released_sources = [c.source for c in released_cells if c.cell_type == "code" and not is_answer_cell(c)]
         seen, foreign = set(), []
         for index, cell in enumerate(nb.cells):  # nbgrader metadata the release does not have: an added cell
             grade_id = nbgrader_meta(cell).get("grade_id")
@@ -163,7 +164,7 @@ def stage_submission(root: Path, lesson: str, student: str,
         if foreign:
             flags.append(f"cell(s) carrying nbgrader metadata that the release does not have, graded as added cells: "
                          f"{', '.join(foreign[:5])}")
-        findings = policy_violations(nb, names) if enforce_policy else []
+        findings = policy_violations(nb, names, released_sources) if enforce_policy else []
         if findings:
             withhold(nb, findings)
             changed = True

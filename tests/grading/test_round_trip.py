@@ -353,10 +353,10 @@ class RoundTripHostile(RoundTripAttacks):
         """An added cell is checked like an answer (named by its position); one that copies an
         answer's nbgrader metadata is flagged for it and checked as an added cell."""
         added = graded["results"]["hostile-added-cell"].flags
-        assert any("withheld by the grading policy" in f and "added cell" in f for f in added), added
+        assert any("withheld by the grading policy" in f and "added or edited cell" in f for f in added), added
         copied = graded["results"]["hostile-added-cell-with-copied-metadata"].flags
         assert any("nbgrader metadata that the release does not have" in f for f in copied), copied
-        assert any("withheld by the grading policy" in f and "added cell" in f for f in copied), copied
+        assert any("withheld by the grading policy" in f and "added or edited cell" in f for f in copied), copied
 
 
 class RoundTripPolicyOff(RoundTripAttacks):

@@ -320,20 +320,35 @@ def test_policy_violations_checks_added_cells_and_leaves_the_instructors_alone()
     nb = _notebook_with_an_added_cell()
     findings = policy_violations(nb, {"torch": "torch", "forbid": "course_lib.grading.forbid"})
     assert [(index, label, [v.rule for v in vs]) for index, label, vs in findings] == [
-        (2, "added cell 2", [MONKEYPATCH])]
+        (2, "added or edited cell 2", [MONKEYPATCH])]
+
+
+def test_the_instructors_own_cells_without_metadata_are_not_the_learners():
+    """Released notebooks hold plain code cells of the instructor's (imports from
+    course_lib.grading, demos) with no nbgrader metadata: as released they are not checked; a
+    learner's edit of one is."""
+    nb = _notebook_with_an_added_cell()
+    demo = nbformat.v4.new_code_cell("from course_lib.grading import assert_shape\nshow = globals()")
+    nb.cells.insert(1, demo)
+    released = [demo.source]
+    findings = policy_violations(nb, {"torch": "torch", "forbid": "course_lib.grading.forbid"}, released)
+    assert [label for _, label, _ in findings] == ["added or edited cell 3"]
+    nb.cells[1].source += "\nimport subprocess"
+    findings = policy_violations(nb, {"torch": "torch", "forbid": "course_lib.grading.forbid"}, released)
+    assert [label for _, label, _ in findings] == ["added or edited cell 1", "added or edited cell 3"]
 
 
 def test_policy_violations_labels_an_answer_by_its_grade_id():
     nb = _notebook_with_an_added_cell()
     nb.cells[1].source = "import subprocess"
-    assert [(i, label) for i, label, _ in policy_violations(nb, {})] == [(1, "softmax_answer"), (2, "added cell 2")]
+    assert [(i, label) for i, label, _ in policy_violations(nb, {})] == [(1, "softmax_answer"), (2, "added or edited cell 2")]
 
 
 def test_withhold_replaces_only_the_offending_cells():
     nb = _notebook_with_an_added_cell()
     before = [c.source for c in nb.cells]
     withhold(nb, policy_violations(nb, {"torch": "torch", "forbid": "course_lib.grading.forbid"}))
-    assert nb.cells[2].source.startswith("raise RuntimeError('answer added cell 2 withheld by the grading policy")
+    assert nb.cells[2].source.startswith("raise RuntimeError('answer added or edited cell 2 withheld by the grading policy")
     assert [c.source for i, c in enumerate(nb.cells) if i != 2] == [s for i, s in enumerate(before) if i != 2]
 
 

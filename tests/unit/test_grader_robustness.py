@@ -203,7 +203,10 @@ def test_the_memory_cgroup_bounds_the_whole_tree_and_is_removed(tmp_path):
     env = {**os.environ, "LLM_SANDBOX_TREE_MEMORY_BYTES": str(256 * 2**20)}
     done = subprocess.run([sys.executable, "-c", code + "; x = bytearray(600 * 2**20)"], env=env,
                           capture_output=True, text=True, check=False)
-    group = Path(done.stdout.strip().splitlines()[0])
+    first = (done.stdout.strip().splitlines() or ["None"])[0]
+    if first == "None":
+        pytest.skip(f"no memory cgroup can be made here (a cgroup v2 tree that does not delegate memory?): {done.stderr[-200:]}")
+    group = Path(first)
     assert group.name.startswith(sandbox.CGROUP_PREFIX), done.stdout + done.stderr
     assert done.returncode != 0, "600 MiB in a 256 MiB cgroup should have been killed"
     assert sandbox.memory_cgroup_hit(runtime) is True
