@@ -304,8 +304,6 @@ def apply(root: Path, lesson: str, student: str, notebook: str,
                 grade.auto_score = 0.0
                 overturned[cell] = failure
                 flags.append(f"{cell}: passed in the kernel, failed the grader's replay ({failure[:200]}); scored 0")
-            elif failure is not None and OTHER_INPUTS in notes:  # failed in the kernel too: still say why
-                flags.append(f"{cell}: {failure[:200]}")
         gb.db.commit()
     if overturned:  # the feedback shows why the cell scored 0
         path = root / "autograded" / student / lesson / notebook
