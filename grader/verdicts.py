@@ -294,7 +294,7 @@ def apply(root: Path, lesson: str, student: str, notebook: str,
     flags, overturned = [], {}
     stem = Path(notebook).stem
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
-        for cell, (failure, notes) in verdicts.items():
+        for cell, (failure, _notes) in verdicts.items():
             try:
                 grade = gb.find_grade(cell, stem, lesson, student)
             except MissingEntry:
