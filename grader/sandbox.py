@@ -34,6 +34,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -283,8 +284,6 @@ def memory_cgroup_hit(runtime: Path) -> bool | None:
             group.rmdir()
             break
         except OSError:
-            import time
-
             time.sleep(0.1)
     return hit
 

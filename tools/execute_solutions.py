@@ -20,7 +20,7 @@ if __package__ in (None, ""):  # run as a script: make `tools` importable
 
 from course_lib.grading import RECORD_ENV  # noqa: E402
 from grader import verdicts  # noqa: E402
-from tools.nbtools import lesson_names  # noqa: E402
+from grader.cells import lesson_names  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"  # the maintainers' offline corpus, as in CI

@@ -26,7 +26,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `tools` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tools.nbtools import cell_source, is_test_cell, nbgrader_meta  # noqa: E402
+from grader.cells import cell_source, is_test_cell, nbgrader_meta  # noqa: E402
 
 DROPPED = (ast.Compare, ast.BoolOp, ast.Name, ast.Attribute, ast.Subscript, ast.UnaryOp, ast.BinOp, ast.Tuple, ast.List)
 # Calls that return a verdict instead of raising: as a bare statement they check nothing.

@@ -16,17 +16,6 @@ from pathlib import Path
 
 import nbformat
 
-from grader.cells import (  # noqa: F401 (re-exported for the tests and tools)
-    HIDDEN_TESTS_MARKER,
-    cell_source,
-    is_answer_cell,
-    is_hidden_test_cell,
-    is_test_cell,
-    is_written_answer,
-    lesson_names,
-    nbgrader_meta,
-)
-
 SCHEMA = 3
 
 

@@ -25,8 +25,8 @@ if __package__ in (None, ""):
 
 from nbclient import NotebookClient  # noqa: E402
 
-from tools.nbtools import is_answer_cell, is_test_cell  # noqa: E402
-from tools.nbtools import nbgrader_meta as meta  # noqa: E402
+from grader.cells import is_answer_cell, is_test_cell  # noqa: E402
+from grader.cells import nbgrader_meta as meta  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"

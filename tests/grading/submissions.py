@@ -7,9 +7,9 @@ import textwrap
 
 import nbformat
 
+from grader.cells import is_answer_cell, is_hidden_test_cell, is_test_cell
+from grader.cells import nbgrader_meta as meta
 from tests.grading.wrong_answers import FORBIDDEN_OVERRIDES, RIGHT_VARIANTS, WRONG_ANSWERS  # noqa: F401
-from tools.nbtools import is_answer_cell, is_hidden_test_cell, is_test_cell
-from tools.nbtools import nbgrader_meta as meta
 
 # Answers that call the reference a lesson asks learners to write. Visible tests do not
 # forbid it, hidden tests do: such a submission may earn the visible points, never the hidden ones.

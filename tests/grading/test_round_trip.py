@@ -18,8 +18,8 @@ import pytest
 
 from grader import autograde as ag
 from grader import sandbox, verdicts
+from grader.cells import lesson_names
 from tests.grading import submissions as subs
-from tools.nbtools import lesson_names
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = lesson_names(ROOT)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.nbtools import (
+from grader.cells import (
     cell_source,
     is_answer_cell,
     is_hidden_test_cell,

@@ -41,8 +41,8 @@ from grader.answer_policy import (
     withhold,
 )
 from grader.autograde import protected_names
+from grader.cells import is_answer_cell, lesson_names
 from tests.grading.submissions import HOSTILE_ANSWERS
-from tools.nbtools import is_answer_cell, lesson_names
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON_00_PROTECTED = {"torch": "torch", "F": "torch.nn.functional",
