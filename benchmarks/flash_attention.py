@@ -137,10 +137,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--skip-cpu", action="store_true", help="only the GPU table")
     args = parser.parse_args()
     print(f"{datetime.date.today()} {platform.machine()} {platform.system()}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads available")
-    cpu_table([256, 512] if args.quick else [512, 1024, 2048, 4096], args.rounds)
+    if not args.skip_cpu:
+        cpu_table([256, 512] if args.quick else [512, 1024, 2048, 4096], args.rounds)
     if torch.cuda.is_available():
         gpu_table([1024, 2048] if args.quick else [1024, 2048, 4096, 8192, 16384], max(args.rounds, 10))
     else:

@@ -11,9 +11,13 @@ answer can do; this module takes the verdict itself out of its reach:
    `nbgrader_config.py` announces each graded test cell to the kernel (`begin_checks`).
 2. The instructor's solution is run the same way: `make execute-solutions` stores its records
    in reference-checks/<lesson>/ with a key (the hash of the solution's code and of the
-   `course_lib` modules the lesson imports, `reference_key`); when the key is stale, grading runs the solution once itself and caches the
-   result (`reference_records`). Its records are the trusted expected values, options and
-   number of checks per cell.
+   `course_lib` modules the lesson imports, `reference_key`) and the machine it ran on
+   (`machine_fingerprint`). When the key is stale, or the grading machine is another kind
+   (another CPU vendor or instruction set, another torch or NumPy: float32 results differ in
+   the last bits, and a training run drifts further), grading runs the solution once on this
+   machine and caches the result (`reference_records`): a right answer is judged against the
+   instructor's solution run where the answer ran. Its records are the trusted expected
+   values, options and number of checks per cell.
 3. `compare` replays, in this process, each of the learner's recorded values against the
    reference's expected value with the same helper, so a failure carries the same message as
    in the notebook. A cell passes only if it made as many checks as the reference, of the same
@@ -34,6 +38,7 @@ import fcntl
 import hashlib
 import json
 import os
+import platform
 import shutil
 import sys
 import time
@@ -142,6 +147,25 @@ def reference_key(solution: Path, root: Path | None = None) -> str:
     return digest.hexdigest()[:16]
 
 
+def machine_fingerprint() -> str:
+    """What a float32 result depends on beyond the code: CPU architecture, vendor and the
+    instruction set torch dispatches to, and the torch and NumPy versions. The grader's and its
+    kernels' are the same (one venv, one machine); kernels run on one thread."""
+    import numpy
+    import torch
+
+    vendor = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("vendor_id"):
+                vendor = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (f"{platform.machine()} {vendor or platform.processor()} "
+            f"{torch.backends.cpu.get_cpu_capability()}, torch {torch.__version__}, numpy {numpy.__version__}")
+
+
 def stored_reference(root: Path, lesson: str, notebook: str) -> Path:
     return root / STORED / lesson / Path(notebook).stem
 
@@ -152,6 +176,7 @@ def store_reference(records: Path, root: Path, lesson: str, solution: Path) -> i
     shutil.rmtree(folder, ignore_errors=True)
     count = consolidate_records(records, folder)
     (folder / "key").write_text(reference_key(solution) + "\n")
+    (folder / "machine").write_text(machine_fingerprint() + "\n")
     return count
 
 
@@ -195,29 +220,44 @@ def run_reference(solution: Path, folder: Path, use_sandbox: bool = True, timeou
 def reference_records(root: Path, lesson: str, cache: Path | None = None, use_sandbox: bool = True) -> dict:
     """{notebook name: records of the instructor's solution}. The stored reference
     (reference-checks/, written by `make execute-solutions`) is used when its key matches the
-    solution and course_lib; otherwise the solution is run once here and cached in `cache`
-    (default <root>/.grading/reference)."""
+    solution and course_lib and it was made on a machine like this one (`machine_fingerprint`);
+    otherwise the solution is run once here and cached in `cache` (default
+    <root>/.grading/reference), keyed on both."""
     cache = cache or root / ".grading" / "reference"
+    machine = machine_fingerprint()
     result = {}
     for solution in sorted((root / "solutions" / lesson).glob("*.ipynb")):
         key = reference_key(solution)
         stored = stored_reference(root, lesson, solution.name)
-        if (stored / "key").exists() and (stored / "key").read_text().strip() == key:
+        if _read(stored / "key") == key and _read(stored / "machine") == machine:
             result[solution.name] = read_records(stored)
             continue
         cache.mkdir(parents=True, exist_ok=True)
-        folder = cache / f"{lesson}-{solution.stem}-{key}"
+        local = hashlib.sha256(f"{key} {machine}".encode()).hexdigest()[:16]
+        folder = cache / f"{lesson}-{solution.stem}-{local}"
         with open(cache / f"{lesson}.lock", "w") as lock:  # parallel graders share one run
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not (folder / "done").exists():
+                why = ("its stored reference is stale" if _read(stored / "key") != key else
+                       f"its stored reference was made on {_read(stored / 'machine') or 'an unrecorded machine'}, "
+                       f"this machine is {machine}")
+                print(f"{lesson}: running the solution once on this machine ({why})", file=sys.stderr, flush=True)
                 start = time.perf_counter()
                 errors = run_reference(solution, folder, use_sandbox=use_sandbox)
                 if errors:
                     raise RuntimeError(f"the solution of {lesson} fails its own tests, so it cannot be the "
                                        f"reference for grading: {errors[:3]}")
-                (folder / "done").write_text(json.dumps({"seconds": round(time.perf_counter() - start, 1)}))
+                (folder / "done").write_text(json.dumps({"seconds": round(time.perf_counter() - start, 1),
+                                                         "machine": machine}))
         result[solution.name] = read_records(folder / "checks")
     return result
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
 
 
 def _by_cell(records: list[dict]) -> dict[str, list[dict]]:

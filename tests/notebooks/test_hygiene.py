@@ -146,6 +146,10 @@ def test_the_stored_reference_checks_are_current(lesson):
         f"the stored reference checks of {lesson} are older than its solution or course_lib: "
         f"run `make execute-solutions LESSONS={lesson}` and commit {verdicts.STORED}/{lesson}"
     )
+    machine = key_file.parent / "machine"
+    assert machine.exists() and machine.read_text().strip(), (
+        f"the stored reference checks of {lesson} do not say which machine made them: "
+        f"run `make execute-solutions LESSONS={lesson}`")
     records = read_records(key_file.parent)
     cells = {r["cell"] for r in records}
     hidden = {nbgrader_meta(c)["grade_id"] for c in _cells(solution) if is_hidden_test_cell(c)}

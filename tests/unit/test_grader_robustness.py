@@ -241,3 +241,37 @@ def test_a_grader_run_through_a_symlinked_venv_passes_the_precheck(tmp_path):
                           check=False, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "imports the course's course_lib" in done.stdout
+
+
+def test_the_stored_reference_is_used_only_on_a_machine_like_the_one_that_made_it(tmp_path, monkeypatch):
+    """float32 results differ in the last bits across CPUs and library versions (lesson 10's logits by
+    1.3e-5 between an AMD EPYC (AVX2) and an Intel Xeon, torch 2.13 and 2.11): a right answer is judged
+    against the solution run on the machine that grades it, never against another machine's run."""
+    solution = tmp_path / "solutions" / "00_setup" / "00_setup.ipynb"
+    solution.parent.mkdir(parents=True)
+    solution.write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+    stored = verdicts.stored_reference(tmp_path, "00_setup", solution.name)
+    stored.mkdir(parents=True)
+    monkeypatch.setattr(verdicts, "reference_key", lambda path: "k1")
+    monkeypatch.setattr(verdicts, "read_records", lambda folder: [str(folder)])
+    runs = []
+
+    def run_reference(path, folder, use_sandbox=True):
+        runs.append(folder)
+        folder.mkdir(parents=True)
+        return []
+
+    monkeypatch.setattr(verdicts, "run_reference", run_reference)
+    (stored / "key").write_text("k1\n")
+    (stored / "machine").write_text(verdicts.machine_fingerprint() + "\n")
+    assert verdicts.reference_records(tmp_path, "00_setup") == {solution.name: [str(stored)]}
+    assert runs == []
+
+    (stored / "machine").write_text("x86_64 GenuineIntel AVX512, torch 2.11.0, numpy 2.5.2\n")
+    first = verdicts.reference_records(tmp_path, "00_setup")
+    assert len(runs) == 1 and first[solution.name] != [str(stored)], "another machine's reference was used"
+    assert verdicts.reference_records(tmp_path, "00_setup") == first and len(runs) == 1, "the local run is cached"
+
+    (stored / "machine").unlink()  # a reference that does not say where it was made
+    verdicts.reference_records(tmp_path, "00_setup")
+    assert len(runs) == 1, "the same key and machine share the cached local run"

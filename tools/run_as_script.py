@@ -1,0 +1,86 @@
+"""Run a notebook's code cells as one plain Python script, cell by cell, in one namespace.
+
+For machines without Jupyter (the lent GPU machine has PyTorch but no nbclient): prints each
+cell's output and wall time, and stops at the first failing cell with its index. Lines that are
+IPython magics or shell escapes (`%...`, `!...`) are skipped; matplotlib draws off-screen.
+
+With `--record DIR` it runs as the grader runs a notebook (COURSE_GRADING=1, the tests' checks
+recorded into DIR, each test cell announced) and goes on past failing cells; then
+`python tools/compare_records.py LESSON DIR` compares the records with the stored reference run,
+which is how the course checks that a right answer earns its points on another machine.
+
+    python tools/run_as_script.py solutions/10_your_gpt/10_your_gpt.ipynb [--stop-after N]
+    python tools/run_as_script.py solutions/03_attention/03_attention.ipynb --record /tmp/rec03
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import linecache
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+
+def code_cells(path: Path) -> list[tuple[int, str, str | None]]:
+    """(index, source without magics, grade_id if it is a graded test cell) of each code cell."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    out = []
+    for index, cell in enumerate(cells):
+        if cell["cell_type"] != "code":
+            continue
+        source = "".join(cell["source"])
+        lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        test = meta.get("grade_id") if meta.get("grade") and not meta.get("solution") else None
+        out.append((index, "\n".join(lines), test))
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("notebook", type=Path)
+    parser.add_argument("--stop-after", type=int, default=None, help="the last cell index to run")
+    parser.add_argument("--record", type=Path, default=None,
+                        help="record the tests' checks here, as while grading")
+    args = parser.parse_args()
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    if args.record is not None:
+        from course_lib.grading import RECORD_ENV
+        os.environ[RECORD_ENV] = str(args.record.resolve())
+        os.environ["COURSE_GRADING"] = "1"
+    os.chdir(args.notebook.parent)            # notebooks read and write beside themselves
+    sys.path.insert(0, ".")
+    namespace: dict = {"__name__": "__main__"}
+    failed = []
+    for index, source, test in code_cells(Path(args.notebook.name)):
+        if args.stop_after is not None and index > args.stop_after:
+            break
+        print(f"\n--- cell {index}" + (f" (test {test})" if test else ""), flush=True)
+        if test and args.record is not None:
+            from course_lib.grading import begin_checks
+            begin_checks(test)
+        start = time.perf_counter()
+        filename = f"<cell {index}>"
+        # as IPython does: the source is findable, which inspect (and so @triton.jit) needs
+        linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+        try:
+            exec(compile(source, filename, "exec"), namespace)
+        except Exception:
+            traceback.print_exc()
+            print(f"--- cell {index} failed after {time.perf_counter() - start:.1f} s", flush=True)
+            failed.append(index)
+            if args.record is None:
+                return 1
+            continue
+        print(f"--- cell {index}: {time.perf_counter() - start:.1f} s", flush=True)
+    if failed:
+        print(f"failed cells: {failed}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
