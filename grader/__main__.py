@@ -6,6 +6,7 @@ import sys
 
 VERBS = {
     "autograde": "grader.autograde",
+    "merge": "grader.merge",
     "feedback": "grader.feedback",
     "reference": "grader.verdicts",
     "check": "grader.precheck",

@@ -27,7 +27,9 @@ Why not plain `nbgrader autograde`:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
+import fcntl
 import os
 import re
 import shutil
@@ -45,7 +47,7 @@ import nbformat
 import psutil
 
 from course_lib.grading import RECORD_ENV
-from grader import precheck, sandbox, verdicts
+from grader import gradebook, precheck, sandbox, verdicts
 from grader.answer_policy import notebook_definitions, policy_violations, withhold
 from grader.cells import is_answer_cell, is_test_cell, lesson_names, nbgrader_meta
 from grader.records import read_records
@@ -325,7 +327,7 @@ def nbgrader(root: Path, *args: str, timeout: float | None = None) -> subprocess
 
 
 def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_timeout: float | None,
-                  use_sandbox: bool, runtime: Path) -> tuple[str, float, str, list[str]]:
+                  use_sandbox: bool, runtime: Path, db: Path | None = None) -> tuple[str, float, str, list[str]]:
     """Run nbgrader autograde on one staged submission; the kernel records its checks in
     <runtime>/checks (`runtime` is a fresh folder from sandbox.short_runtime_dir()). Returns the
     status, the seconds, nbgrader's log and the processes the submission left running."""
@@ -333,6 +335,8 @@ def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_t
             f"--CourseDirectory.submitted_directory={STAGING}"]
     if cell_timeout is not None:
         args.append(f"--Execute.timeout={int(cell_timeout)}")
+    if db is not None:  # this submission's own copy of the gradebook (grader/gradebook.py)
+        args.append(f"--CourseDirectory.db_url={gradebook.url(db)}")
     env = _env()
     env[RECORD_ENV] = str(runtime / "checks")  # the checks' records (grader/verdicts.py)
     env[sandbox.GRADING_ENV] = "1"  # the sandbox sets it too; this is for --no-sandbox
@@ -480,7 +484,7 @@ def out_of_order(records: list[dict], cells: list[str]) -> list[str]:
 
 
 def replay_verdicts(root: Path, lesson: str, student: str, reference: dict[str, list[dict]],
-                    runtime: Path) -> list[str]:
+                    runtime: Path, db: Path | None = None) -> list[str]:
     """Replay the submission's recorded checks against the reference here, lower the cells that
     fail, and return the flags (grader/verdicts.py)."""
     records = learner_records(runtime)
@@ -494,16 +498,16 @@ def replay_verdicts(root: Path, lesson: str, student: str, reference: dict[str, 
             results = {cell: (records, []) for cell in {r["cell"] for r in expected}}
         else:
             results = verdicts.compare(expected, records)
-        flags += verdicts.apply(root, lesson, student, notebook, results)
+        flags += verdicts.apply(root, lesson, student, notebook, results, db=db)
     return flags
 
 
-def lesson_scores(root: Path, lesson: str) -> tuple[dict[str, float], float]:
+def lesson_scores(root: Path, lesson: str, db: Path | None = None) -> tuple[dict[str, float], float]:
     """({student: autograded score}, autograded maximum) of a lesson, read from the gradebook
-    in one session (opening it runs a schema check in a subprocess)."""
+    (`db`, default the course's) in one session."""
     from nbgrader.api import Gradebook
 
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+    with Gradebook(gradebook.url(db or gradebook.main_db(root))) as gb:
         assignment = gb.find_assignment(lesson)
         auto_max = sum(gc.max_score for nb in assignment.notebooks for gc in nb.grade_cells if gc.cell_type == "code")
         scores = {
@@ -521,28 +525,60 @@ def gradebook_scores(root: Path, lesson: str, student: str) -> tuple[float, floa
 
 
 def _in_gradebook(root: Path, lesson: str) -> bool:
-    from nbgrader.api import Gradebook, MissingEntry
-
-    if not (root / "gradebook.db").exists():
-        return False
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
-        try:
-            gb.find_assignment(lesson)
-        except MissingEntry:
-            return False
-    return True
+    return gradebook.has_assignment(gradebook.main_db(root), lesson)
 
 
-def _forget(root: Path, lesson: str, student: str) -> None:
+def _forget(root: Path, lesson: str, student: str, db: Path | None = None) -> None:
     """Drop what a failed run left behind, so feedback and exports never show partial grades."""
     from nbgrader.api import Gradebook, MissingEntry
 
     shutil.rmtree(root / "autograded" / student / lesson, ignore_errors=True)
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+    with Gradebook(gradebook.url(db or gradebook.main_db(root))) as gb:
         try:
             gb.remove_submission(lesson, student)
         except MissingEntry:
             pass
+
+
+@dataclass
+class Job:
+    """One submission to grade, as sent to a worker (a process of this machine or a Dask worker
+    that sees the same course folder)."""
+    root: Path
+    lesson: str
+    student: str
+    reference: dict[str, list[dict]]
+    protected: dict[str, dict[str, str | None]]
+    deadline: float
+    cell_timeout: float | None
+    use_sandbox: bool
+    enforce_policy: bool
+    db: Path | None  # its own gradebook copy, or None: the course's (a serial batch)
+
+
+def grade_job(job: Job) -> tuple[str, float, list[str]]:
+    """Grade one submission, whatever happens: (status, seconds, flags). A failure of the grader
+    itself on this submission (a bug, or hostile data) gives it 0 and a flag."""
+    start = time.perf_counter()
+    try:
+        return grade_submission(job.root, job.lesson, job.student, job.reference, job.protected, job.deadline,
+                                job.cell_timeout, job.use_sandbox, job.enforce_policy, db=job.db)
+    except Exception as error:  # the grader's own failure on this submission: 0, flagged, go on
+        flags = [f"the grader failed on this submission ({type(error).__name__}: {str(error)[:200]}); "
+                 "scored 0, review by hand"]
+        try:
+            _forget(job.root, job.lesson, job.student, job.db)
+        except Exception as forget_error:  # noqa: BLE001 (reported, and the batch goes on)
+            flags.append(f"its partial grades could not be removed ({type(forget_error).__name__})")
+        return "grader error", time.perf_counter() - start, flags
+
+
+def default_jobs() -> int:
+    """Submissions graded at once by default: one per core, but no more than the machine's memory
+    holds if every sandbox used its whole memory limit (TREE_MEMORY_BYTES, 8 GiB), and at least 1."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    memory = psutil.virtual_memory().total // sandbox.limit("TREE_MEMORY_BYTES")
+    return max(1, min(cores, memory))
 
 
 def autograde(
@@ -556,74 +592,242 @@ def autograde(
     resume: bool = False,
     reference_cache: Path | None = None,
     enforce_policy: bool = True,
+    jobs: int = 1,
+    shard: tuple[int, int] | None = None,
+    engine: str = "local",
+    scheduler: str | None = None,
+    progress: bool | None = None,
 ) -> list[Result]:
-    """Grade every submission of `lessons`, one at a time. Each row is appended to `report` (a
-    CSV) as soon as it is known, so a batch that is stopped loses nothing; with `resume`, the
-    submissions already in the report are skipped. The instructor's run of each solution, whose
-    checks every submission's are replayed against, is cached in `reference_cache` (default
-    <root>/.grading/reference)."""
+    """Grade every submission of `lessons`, `jobs` at a time (each in its own sandbox), on this
+    machine's processes (engine "local") or a Dask cluster (engine "dask": `scheduler` is its
+    address, or None for a LocalCluster of `jobs` workers). With `shard` (I, N) only the students
+    of shard I of N are graded, into a gradebook and report of the shard's own
+    (grader/gradebook.py) for `python -m grader merge`.
+
+    Each row is appended to `report` (a CSV) as soon as it is known, so a batch that is stopped
+    loses nothing; with `resume`, the submissions already in the report are skipped. Scores and
+    flags are those of a serial run: a parallel batch grades each submission into its own copy
+    of the gradebook and merges it back from this process, the only writer. The instructor's run
+    of each solution, whose checks every submission's are replayed against, is cached in
+    `reference_cache` (default <root>/.grading/reference)."""
     if use_sandbox and sandbox.bwrap_path() is None:
         raise RuntimeError(NO_SANDBOX)
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1 (got {jobs})")
     precheck.check(root, use_sandbox)  # raises GradingSetupError, and nothing is graded
-    results = []
-    fingerprint = course_fingerprint(root)
     already_reported = _reported(report) if (report is not None and resume) else set()
+    batch_db = gradebook.main_db(root)
+    plans: list[tuple[str, str, Path]] = []  # (lesson, student, submission folder), in serial order
+    setup = {}
     for lesson in lessons:
         released = root / "notebooks" / lesson / f"{lesson}.ipynb"
-        if not released.exists() or not _in_gradebook(root, lesson):
-            done = nbgrader(root, "generate_assignment", lesson, "--force")
-            if done.returncode != 0:
-                raise RuntimeError(f"nbgrader generate_assignment {lesson} failed:\n{done.stdout}{done.stderr}")
+        with _setup_lock(root):  # shards started at once in one course folder release it once
+            if not released.exists() or not _in_gradebook(root, lesson):
+                done = nbgrader(root, "generate_assignment", lesson, "--force")
+                if done.returncode != 0:
+                    raise RuntimeError(f"nbgrader generate_assignment {lesson} failed:\n{done.stdout}{done.stderr}")
         protected = {nb.name: protected_names(nb) for nb in (root / "notebooks" / lesson).glob("*.ipynb")}
         reference = verdicts.reference_records(root, lesson, cache=reference_cache, use_sandbox=use_sandbox)
+        setup[lesson] = (reference, protected)
         for student_dir in sorted((root / "submitted").glob(f"*/{lesson}")):
             student = student_dir.parent.name
             if (students is not None and student not in students) or (lesson, student) in already_reported:
                 continue
-            flags = []
-            if not any(student_dir.glob("*.ipynb")):
-                expected = ", ".join(p.name for p in (root / "notebooks" / lesson).glob("*.ipynb"))
-                results.append(Result(lesson, student, "no notebook", 0.0, lesson_scores(root, lesson)[1], 0.0,
-                                      [f"submitted/{student}/{lesson}/ holds no notebook (expected {expected}); 0 points"]))
-                print(format_row(results[-1]), flush=True)
-                if report is not None:
-                    _append_row(report, results[-1])
+            if shard is not None and not gradebook.in_shard(student, shard):
                 continue
-            start = time.perf_counter()
+            plans.append((lesson, student, student_dir))
+    if shard is not None:
+        folder = gradebook.shard_folder(root, shard)
+        folder.mkdir(parents=True, exist_ok=True)
+        batch_db = folder / gradebook.MAIN
+        if not (resume and batch_db.exists()):
+            shutil.copyfile(gradebook.main_db(root), batch_db)
+    parallel = jobs > 1 or engine != "local"
+    fingerprint = course_fingerprint(root)  # after the release: grading itself changes no course file
+
+    if report is not None and not report.exists():  # an empty shard still says it ran
+        report.parent.mkdir(parents=True, exist_ok=True)
+        with open(report, "w", newline="") as f:
+            csv.writer(f).writerow(CSV_HEADER)
+    results: list[Result] = []
+    started = time.perf_counter()
+    bar = _progress_bar(len(plans), progress)
+    running: dict[object, tuple[str, str, float]] = {}  # future -> (lesson, student, start)
+
+    def finish(lesson: str, student: str, status: str, seconds: float, flags: list[str], db: Path | None) -> None:
+        nonlocal fingerprint
+        if db is not None:  # the one writer copies the submission's grades back
             try:
-                status, seconds, grading_flags = grade_submission(
-                    root, lesson, student, reference, protected, deadline, cell_timeout, use_sandbox, enforce_policy)
-                flags += grading_flags
-            except Exception as error:  # the grader's own failure on this submission: 0, flagged, go on
-                status, seconds = "grader error", time.perf_counter() - start
-                flags.append(f"the grader failed on this submission ({type(error).__name__}: {str(error)[:200]}); "
-                             "scored 0, review by hand")
-                try:
-                    _forget(root, lesson, student)
-                except Exception as forget_error:  # noqa: BLE001 (reported, and the batch goes on)
-                    flags.append(f"its partial grades could not be removed ({type(forget_error).__name__})")
-            scores, maximum = lesson_scores(root, lesson)
-            score = scores.get(student, 0.0)
-            now = course_fingerprint(root)
-            changed = _changed(fingerprint, now)
-            if changed:
-                flags.append(f"COURSE FILES CHANGED while this submission was graded: {', '.join(changed[:5])}")
-                print(f"WARNING: {lesson}/{student}: course files changed during grading: {changed[:5]}",
-                      file=sys.stderr, flush=True)
-                fingerprint = now
-            for earlier in results:
-                if earlier.lesson == lesson and scores.get(earlier.student, 0.0) != earlier.auto_score:
-                    flags.append(f"the gradebook score of {earlier.student} changed while this one was graded")
-            results.append(Result(lesson, student, status, score, maximum, seconds, flags))
-            print(format_row(results[-1]), flush=True)
-            if report is not None:
-                _append_row(report, results[-1])
+                gradebook.merge_submission(db, batch_db, lesson, student)
+            except Exception as error:  # noqa: BLE001 (that submission is flagged; the batch goes on)
+                status, flags = "grader error", [*flags, f"its grades could not be merged into the gradebook "
+                                                          f"({type(error).__name__}: {str(error)[:160]}); scored 0"]
+                _forget(root, lesson, student, batch_db)
+            db.unlink(missing_ok=True)
+        scores, maximum = lesson_scores(root, lesson, batch_db)
+        score = scores.get(student, 0.0)
+        now = course_fingerprint(root)
+        changed = _changed(fingerprint, now)
+        if changed:
+            flags.append(f"COURSE FILES CHANGED while this submission was graded: {', '.join(changed[:5])}")
+            print(f"WARNING: {lesson}/{student}: course files changed during grading: {changed[:5]}",
+                  file=sys.stderr, flush=True)
+            fingerprint = now
+        for earlier in results:
+            if earlier.lesson == lesson and scores.get(earlier.student, 0.0) != earlier.auto_score:
+                flags.append(f"the gradebook score of {earlier.student} changed while this one was graded")
+        results.append(Result(lesson, student, status, score, maximum, seconds, flags))
+        _say(bar, format_row(results[-1]))
+        if report is not None:
+            _append_row(report, results[-1])
+        if bar is not None:
+            bar.update(1)
+
+    def job(lesson: str, student: str) -> Job:
+        reference, protected = setup[lesson]
+        db = gradebook.job_copy(batch_db, root, lesson, student) if parallel else (batch_db if shard else None)
+        return Job(root, lesson, student, reference, protected, deadline, cell_timeout, use_sandbox,
+                   enforce_policy, db)
+
+    with _engine(engine, jobs, scheduler) as pool:
+        queue = list(plans)
+        while queue or running:
+            while queue and len(running) < (jobs if pool is not None else 1):
+                lesson, student, student_dir = queue.pop(0)
+                if not any(student_dir.glob("*.ipynb")):
+                    expected = ", ".join(p.name for p in (root / "notebooks" / lesson).glob("*.ipynb"))
+                    finish(lesson, student, "no notebook", 0.0,
+                           [f"submitted/{student}/{lesson}/ holds no notebook (expected {expected}); 0 points"], None)
+                    continue
+                task = job(lesson, student)
+                if pool is None:  # serial: here, in this process
+                    _show_running(bar, {None: (lesson, student, time.perf_counter())})
+                    finish(lesson, student, *grade_job(task), task.db if task.db != batch_db else None)
+                    continue
+                running[pool.submit(grade_job, task)] = (lesson, student, time.perf_counter())
+            if running:
+                _show_running(bar, running)
+                for future in _completed(running, timeout=1.0):
+                    lesson, student, _ = running.pop(future)
+                    try:
+                        status, seconds, flags = future.result()
+                    except Exception as error:  # noqa: BLE001 (a worker lost: that submission only)
+                        status, seconds, flags = "grader error", 0.0, [
+                            f"its worker failed ({type(error).__name__}: {str(error)[:160]}); scored 0, review by hand"]
+                    db = root / gradebook.JOBS / lesson / f"{student}.db"
+                    finish(lesson, student, status, seconds, flags, db if db.exists() else None)
+    if bar is not None:
+        bar.close()
+    order = {(lesson, student): i for i, (lesson, student, _) in enumerate(plans)}
+    results.sort(key=lambda r: order.get((r.lesson, r.student), -1))
+    if report is not None and parallel:  # rows in the serial order, whatever order they finished in
+        _rewrite_in_order(report, [lesson for lesson in lessons])
+    _summary(results, jobs if parallel else 1, time.perf_counter() - started)
     return results
+
+
+@contextlib.contextmanager
+def _setup_lock(root: Path):
+    (root / ".grading").mkdir(exist_ok=True)
+    with open(root / ".grading" / "setup.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+@contextlib.contextmanager
+def _engine(engine: str, jobs: int, scheduler: str | None):
+    """None (grade here, one at a time), or an executor whose submit(fn, arg) returns a future:
+    this machine's processes, or a Dask cluster."""
+    if engine == "local":
+        if jobs == 1:
+            yield None
+            return
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # spawn: the workers start clean, not as copies of a process that may hold threads
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            yield pool
+        return
+    if engine != "dask":
+        raise ValueError(f"unknown engine {engine!r}: use local or dask")
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise RuntimeError("--engine dask needs Dask's distributed scheduler: pip install -e '.[scale]'") from None
+    if scheduler:  # a running cluster (dask-jobqueue, dask-kubernetes, `dask scheduler`): it must see this folder
+        with Client(scheduler) as client:
+            yield client
+        return
+    with LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, memory_limit=0,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        yield client
+
+
+def _completed(running: dict, timeout: float) -> list:
+    """The futures of `running` that are done, waiting up to `timeout` seconds for one (for any
+    executor's futures: concurrent.futures' and Dask's)."""
+    end = time.monotonic() + timeout
+    while True:
+        done = [future for future in running if future.done()]
+        if done or time.monotonic() >= end:
+            return done
+        time.sleep(0.1)
+
+
+def _progress_bar(total: int, progress: bool | None):
+    """tqdm's bar (done/total, seconds per submission, ETA) on stderr; by default only on a
+    terminal."""
+    if progress is False or (progress is None and not sys.stderr.isatty()) or total == 0:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="submission", desc="grading", file=sys.stderr, dynamic_ncols=True)
+
+
+def _show_running(bar, running: dict) -> None:
+    """The submissions being graded now, with their seconds so far: one that stalls shows."""
+    if bar is None:
+        return
+    now = time.perf_counter()
+    names = [f"{student} {now - start:.0f}s" for _, student, start in running.values()]
+    bar.set_postfix_str("now: " + ", ".join(names)[:120], refresh=True)
+
+
+def _say(bar, line: str) -> None:
+    if bar is None:
+        print(line, flush=True)
+    else:
+        bar.write(line)
+
+
+def _rewrite_in_order(report: Path, lessons: list[str]) -> None:
+    with open(report, newline="") as f:
+        rows = list(csv.DictReader(f))
+    position = {lesson: i for i, lesson in enumerate(lessons)}
+    rows.sort(key=lambda r: (position.get(r["lesson"], len(position)), r["lesson"], r["student"]))
+    with open(report, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_HEADER)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _summary(results: list[Result], jobs: int, wall: float) -> None:
+    if not results:
+        return
+    statuses = defaultdict(int)
+    for r in results:
+        statuses[r.status] += 1
+    own = sum(r.seconds for r in results)
+    flagged = sum(1 for r in results if r.flags)
+    print(f"\n{len(results)} submission(s) in {wall:.0f} s with {jobs} at a time "
+          f"({wall / len(results):.1f} s each; {own:.0f} s of grading in all): "
+          + ", ".join(f"{n} {status}" for status, n in sorted(statuses.items())) + f"; {flagged} flagged", flush=True)
 
 
 def grade_submission(root: Path, lesson: str, student: str, reference: dict[str, list[dict]],
                      protected: dict[str, dict[str, str | None]], deadline: float, cell_timeout: float | None,
-                     use_sandbox: bool, enforce_policy: bool = True) -> tuple[str, float, list[str]]:
+                     use_sandbox: bool, enforce_policy: bool = True, db: Path | None = None) -> tuple[str, float, list[str]]:
     """Grade one submission: integrity checks, the answer policy, nbgrader in the sandbox, the
     replay of its checks, and what the sandbox stopped. Returns (status, seconds, flags)."""
     student_dir = root / "submitted" / student / lesson
@@ -636,18 +840,18 @@ def grade_submission(root: Path, lesson: str, student: str, reference: dict[str,
     try:
         flags += stage_submission(root, lesson, student, protected, enforce_policy)
         status, seconds, log, processes_left = run_autograde(root, lesson, student, deadline, cell_timeout,
-                                                             use_sandbox, runtime)
+                                                             use_sandbox, runtime, db)
         memory_hit = sandbox.memory_cgroup_hit(runtime)
         if memory_hit:
             flags.append(f"its processes together reached the sandbox's memory limit "
                          f"({sandbox.limit('TREE_MEMORY_BYTES') / 2**30:g} GiB for the whole tree): review by hand")
         if status != "graded":
-            _forget(root, lesson, student)
+            _forget(root, lesson, student, db)
             flags.append(_failure_reason(status, deadline, log))
             if processes_left:
                 flags.append(_flag_processes(processes_left, use_sandbox))
         else:
-            flags += replay_verdicts(root, lesson, student, reference, runtime)
+            flags += replay_verdicts(root, lesson, student, reference, runtime, db)
             for notebook in sorted((root / "autograded" / student / lesson).glob("*.ipynb")):
                 flags += contained_flags(notebook, processes_left, use_sandbox)
                 processes_left = []  # said once
@@ -706,12 +910,13 @@ def format_row(r: Result) -> str:
     return f"{r.lesson:<20} {r.student:<24} {r.status:<16} {r.auto_score:>5.1f} / {r.auto_max:<5.1f} {r.seconds:>6.1f}s  {notes}"
 
 
+REPORT = "autograde-report.csv"
 CSV_HEADER = ["lesson", "student", "status", "autograded_score", "autograded_max", "seconds", "flags"]
 
 
 def _append_row(path: Path, r: Result) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    new = not path.exists()
+    new = not path.exists() or path.stat().st_size == 0
     with open(path, "a", newline="") as f:
         writer = csv.writer(f)
         if new:
@@ -763,7 +968,27 @@ def main(argv: list[str] | None = None) -> int:
                         help="skip the submissions already in autograded/autograde-report.csv")
     parser.add_argument("--no-sandbox", action="store_true",
                         help="run the submissions' code unsandboxed (read the warning first)")
+    parser.add_argument("--jobs", default="auto",
+                        help="submissions graded at once, each in its own sandbox (default auto: one per core, "
+                             "capped so that every sandbox could use its whole memory limit)")
+    parser.add_argument("--shard", default=None, metavar="I/N",
+                        help="grade only shard I of N (students split by a hash of their id) into "
+                             ".grading/shards/I-of-N/; then `python -m grader merge`")
+    parser.add_argument("--engine", choices=("local", "dask"), default="local",
+                        help="local: this machine's processes; dask: a Dask cluster (needs .[scale])")
+    parser.add_argument("--scheduler", default=None,
+                        help="with --engine dask: the scheduler's address (default: a LocalCluster of --jobs workers)")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="a progress bar with the ETA (default: on a terminal)")
     args = parser.parse_args(argv)
+    args.root = args.root.resolve()
+    if args.jobs != "auto" and not (args.jobs.isdigit() and int(args.jobs) >= 1):
+        parser.error(f"--jobs takes a whole number of at least 1, or auto (got {args.jobs!r})")
+    jobs = default_jobs() if args.jobs == "auto" else int(args.jobs)
+    try:
+        shard = gradebook.parse_shard(args.shard) if args.shard else None
+    except ValueError as error:
+        parser.error(str(error))
     lessons = args.lessons or lesson_names(args.root)
     if not (args.root / "submitted").is_dir():
         print(f"nothing to grade: put submissions in {args.root / 'submitted'}/<student>/<lesson>/<lesson>.ipynb")
@@ -779,17 +1004,23 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.no_sandbox:
         print("WARNING: --no-sandbox: submissions run as your user, with your files and network.")
-    report = args.root / "autograded" / "autograde-report.csv"
+    report = (gradebook.shard_folder(args.root, shard) if shard else args.root / "autograded") / REPORT
     if not args.resume:
         report.unlink(missing_ok=True)
     try:
         results = autograde(args.root, lessons, args.deadline, args.cell_timeout, use_sandbox=not args.no_sandbox,
-                            report=report, resume=args.resume)
+                            report=report, resume=args.resume, jobs=jobs, shard=shard, engine=args.engine,
+                            scheduler=args.scheduler, progress=args.progress)
     except precheck.GradingSetupError as error:
         print(f"NOT GRADED: {error}")
         return 1
-    print(f"\n{len(results)} submission(s); report in autograded/autograde-report.csv. "
-          f"Next: manual grading in the formgrader (make lab), then make feedback.")
+    where = report.relative_to(args.root)
+    if shard:
+        print(f"\nshard {shard[0]} of {shard[1]}: {len(results)} submission(s); report in {where}. When every shard "
+              f"is done: python -m grader merge COURSE_DIR...")
+    else:
+        print(f"\n{len(results)} submission(s); report in {where}. "
+              f"Next: manual grading in the formgrader (make lab), then make feedback.")
     return 0
 
 

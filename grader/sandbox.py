@@ -34,6 +34,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -207,7 +208,12 @@ def write_kernel_spec(folder: Path, course: Path | None = None) -> Path:
     spec = {"argv": [sys.executable, str(Path(__file__).resolve()), "-f", "{connection_file}",
                      "--course", str((course or ROOT).resolve())],
             "display_name": "LLM internals (grading sandbox)", "language": "python"}
-    (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1))
+    # atomically: submissions graded in parallel write the same spec
+    fd, tmp = tempfile.mkstemp(dir=spec_dir, prefix=".kernel-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(spec, indent=1))
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, spec_dir / "kernel.json")
     return folder
 
 

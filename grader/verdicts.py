@@ -327,13 +327,16 @@ def compare(reference: list[dict], learner: list[dict]) -> dict[str, tuple[str |
 
 
 def apply(root: Path, lesson: str, student: str, notebook: str,
-          verdicts: dict[str, tuple[str | None, list[str]]]) -> list[str]:
-    """Lower to 0 each cell the kernel passed but the grader fails; returns the flags."""
+          verdicts: dict[str, tuple[str | None, list[str]]], db: Path | None = None) -> list[str]:
+    """Lower to 0 each cell the kernel passed but the grader fails, in the gradebook `db`
+    (default the course's); returns the flags."""
     from nbgrader.api import Gradebook, MissingEntry
+
+    from grader import gradebook
 
     flags, overturned = [], {}
     stem = Path(notebook).stem
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+    with Gradebook(gradebook.url(db or gradebook.main_db(root))) as gb:
         for cell, (failure, _notes) in verdicts.items():
             try:
                 grade = gb.find_grade(cell, stem, lesson, student)

@@ -127,8 +127,8 @@ def test_one_submission_that_makes_the_grader_itself_fail_is_zeroed_and_the_batc
     monkeypatch.setattr(ag, "course_fingerprint", lambda root: {})
     monkeypatch.setattr(ag.verdicts, "reference_records", lambda *a, **k: {})
     monkeypatch.setattr(ag, "_in_gradebook", lambda root, lesson: True)
-    monkeypatch.setattr(ag, "lesson_scores", lambda root, lesson: ({"b-next": 4.0}, 8.0))
-    monkeypatch.setattr(ag, "_forget", lambda root, lesson, student: None)
+    monkeypatch.setattr(ag, "lesson_scores", lambda root, lesson, db=None: ({"b-next": 4.0}, 8.0))
+    monkeypatch.setattr(ag, "_forget", lambda root, lesson, student, db=None: None)
     (tmp_path / "notebooks" / "00_setup").mkdir(parents=True)
     (tmp_path / "notebooks" / "00_setup" / "00_setup.ipynb").write_text("{}")
 

@@ -1,0 +1,115 @@
+"""The gradebook, for a batch graded in parallel or in shards: one writer, submissions merged.
+
+nbgrader keeps grades in one SQLite file, which concurrent nbgrader processes would write at
+once. So a parallel batch gives each submission its own copy of the batch's gradebook
+(`job_copy`); nbgrader and the replay of verdicts write that copy; and the one process that
+runs the batch copies the submission back (`merge_submission`). Shard runs keep a gradebook of
+their own (`shard_folder`), merged the same way by `python -m grader merge`.
+
+`merge_submission` goes through nbgrader's API by names (assignment, notebook, cell, student),
+not by row ids, so it merges gradebooks created apart (on other machines) as well as copies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import warnings
+from pathlib import Path
+
+MAIN = "gradebook.db"
+SHARDS = Path(".grading") / "shards"  # <root>/.grading/shards/<I>-of-<N>/{gradebook.db, report}
+JOBS = Path(".grading") / "jobs"  # <root>/.grading/jobs/<lesson>/<student>.db while it is graded
+
+
+def url(db: Path) -> str:
+    return f"sqlite:///{Path(db).resolve()}"
+
+
+def main_db(root: Path) -> Path:
+    return root / MAIN
+
+
+def in_shard(student: str, shard: tuple[int, int]) -> bool:
+    """Whether `student` belongs to shard I of N (1-based): a hash of the id, the same on every
+    machine and in every run, so N shard runs grade every submission exactly once."""
+    index, count = shard
+    return int(hashlib.sha256(student.encode()).hexdigest(), 16) % count == index - 1
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard takes I/N, as in 1/4 (got {text!r})") from None
+    if not 1 <= index <= count:
+        raise ValueError(f"--shard {text}: I must be between 1 and N")
+    return index, count
+
+
+def shard_folder(root: Path, shard: tuple[int, int]) -> Path:
+    return root / SHARDS / f"{shard[0]}-of-{shard[1]}"
+
+
+def job_copy(batch_db: Path, root: Path, lesson: str, student: str) -> Path:
+    """A fresh copy of the batch's gradebook for one submission (taken by the batch's one writer,
+    so it is never read half-written)."""
+    path = root / JOBS / lesson / f"{student}.db"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(batch_db, path)
+    return path
+
+
+def merge_submission(source: Path, destination: Path, lesson: str, student: str) -> bool:
+    """Make `destination`'s record of `student`'s `lesson` exactly `source`'s: its grades, comments,
+    flags, timestamp and extension, or no submission where `source` has none (a submission whose
+    grading failed is removed). The assignment must exist in both. Returns whether one was copied."""
+    from nbgrader.api import Gradebook, MissingEntry
+    from sqlalchemy.exc import SAWarning
+
+    with Gradebook(url(source)) as src, Gradebook(url(destination)) as dst, warnings.catch_warnings():
+        # nbgrader's add_submission builds its rows before adding them to the session, which
+        # SQLAlchemy 2 warns about; `nbgrader autograde` does the same, silenced by its logging
+        warnings.simplefilter("ignore", SAWarning)
+        try:
+            dst.remove_submission(lesson, student)
+        except MissingEntry:
+            pass
+        try:
+            theirs = src.find_submission(lesson, student)
+        except MissingEntry:
+            dst.db.commit()
+            return False
+        try:
+            dst.find_student(student)
+        except MissingEntry:
+            person = theirs.student
+            dst.add_student(student, first_name=person.first_name, last_name=person.last_name,
+                            email=person.email, lms_user_id=person.lms_user_id)
+        ours = dst.add_submission(lesson, student)
+        ours.timestamp, ours.extension = theirs.timestamp, theirs.extension
+        for notebook in theirs.notebooks:
+            mine = dst.find_submission_notebook(notebook.name, lesson, student)
+            mine.flagged, mine.late_submission_penalty = notebook.flagged, notebook.late_submission_penalty
+            for grade in notebook.grades:
+                target = dst.find_grade(grade.name, notebook.name, lesson, student)
+                for column in ("auto_score", "manual_score", "extra_credit", "needs_manual_grade"):
+                    setattr(target, column, getattr(grade, column))
+            for comment in notebook.comments:
+                target = dst.find_comment(comment.name, notebook.name, lesson, student)
+                target.auto_comment, target.manual_comment = comment.auto_comment, comment.manual_comment
+        dst.db.commit()
+    return True
+
+
+def has_assignment(db: Path, lesson: str) -> bool:
+    from nbgrader.api import Gradebook, MissingEntry
+
+    if not Path(db).exists():
+        return False
+    with Gradebook(url(db)) as gb:
+        try:
+            gb.find_assignment(lesson)
+        except MissingEntry:
+            return False
+    return True
