@@ -7,6 +7,8 @@ STAMP := $(VENV)/.installed
 LESSONS := $(notdir $(wildcard solutions/[0-9]*))
 PORT ?= 8888
 JOBS ?= 2
+# submissions graded at once by make autograde: auto = cores, capped by memory / 8 GiB per sandbox
+GRADING_JOBS ?= auto
 # Threads per test process and per notebook kernel: JOBS workers already fill the cores, and
 # two processes each spinning 2 threads on 2 cores run several times slower than 1 thread each.
 TEST_THREADS ?= 1
@@ -24,7 +26,7 @@ help:
 	@echo "make test       the full suite (what CI runs)"
 	@echo "make test-fast  unit and interop tests only"
 	@echo "make release    regenerate notebooks/ from solutions/"
-	@echo "make autograde  grade every submission in submitted/"
+	@echo "make autograde  grade every submission in submitted/, GRADING_JOBS at once (default auto)"
 	@echo "make feedback   feedback HTML with hidden tests stripped, plus grades.csv"
 	@echo "make bench      run the benchmarks"
 
@@ -82,7 +84,7 @@ execute-solutions: $(STAMP)
 	$(BIN)/python tools/execute_solutions.py $(LESSONS)
 
 autograde: $(STAMP)
-	$(BIN)/python -m grader autograde $(LESSONS) $(AUTOGRADE_FLAGS)
+	$(BIN)/python -m grader autograde $(LESSONS) --jobs $(GRADING_JOBS) $(AUTOGRADE_FLAGS)
 
 feedback: $(STAMP)
 	$(BIN)/python -m grader feedback $(LESSONS)

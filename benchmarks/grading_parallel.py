@@ -1,0 +1,112 @@
+"""Measured (issue 29): grading a class serially, with --jobs, and in shards merged.
+
+Twelve submissions of lesson 00 (half the solution, half the untouched student notebook) are
+graded three ways, each in a fresh copy of one course folder, through the command an instructor
+runs (`python -m grader ...`, sandboxed where bubblewrap works):
+
+  serial      python -m grader autograde 00_setup --jobs 1
+  --jobs N    python -m grader autograde 00_setup --jobs N
+  shards      python -m grader autograde 00_setup --shard I/N  for I = 1..N, all at once (as a
+              batch system would start them), then python -m grader merge
+
+Each clock covers the whole command, its fixed costs included (the release check, the sandbox's
+pre-check, reading the stored reference). The scores of the three must be equal (asserted).
+Prints the wall times and the ratios to serial (>= 1.7x on 2 cores is the goal).
+
+    python benchmarks/grading_parallel.py [--jobs 2] [--submissions 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSON = "00_setup"
+NAME = f"{LESSON}.ipynb"
+
+
+def make_course(folder: Path, submissions: int) -> Path:
+    folder.mkdir(parents=True)
+    shutil.copy(ROOT / "nbgrader_config.py", folder)
+    (folder / "course_lib").symlink_to(ROOT / "course_lib")
+    shutil.copytree(ROOT / "solutions" / LESSON, folder / "solutions" / LESSON)
+    shutil.copytree(ROOT / "reference-checks" / LESSON, folder / "reference-checks" / LESSON)
+    shutil.copytree(ROOT / "notebooks" / LESSON, folder / "notebooks" / LESSON)
+    for i in range(submissions):
+        source = ROOT / ("solutions" if i % 2 == 0 else "notebooks") / LESSON / NAME
+        target = folder / "submitted" / f"student-{i:02d}" / LESSON
+        target.mkdir(parents=True)
+        shutil.copy(source, target / NAME)
+    return folder
+
+
+def grader(*args: str, root: Path) -> subprocess.Popen:
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    flags = [] if shutil.which("bwrap") else ["--no-sandbox"]
+    return subprocess.Popen([sys.executable, "-m", "grader", *args, "--root", str(root), *flags],
+                            cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def finish(*processes: subprocess.Popen) -> None:
+    for process in processes:
+        out, _ = process.communicate()
+        if process.returncode != 0:
+            raise SystemExit(f"{' '.join(process.args[2:5])} failed:\n{out}")
+
+
+def scores(root: Path) -> dict[str, tuple[str, str]]:
+    with open(root / "autograded" / "autograde-report.csv", newline="") as f:
+        return {r["student"]: (r["status"], r["autograded_score"]) for r in csv.DictReader(f)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--submissions", type=int, default=12)
+    args = parser.parse_args()
+    n = args.jobs
+    print(f"{datetime.date.today()} {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+          f"{args.submissions} submissions of {LESSON}, {'sandboxed' if shutil.which('bwrap') else 'NOT sandboxed'}")
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="grading-parallel-") as tmp:
+        runs = {
+            "serial (--jobs 1)": ["autograde", LESSON, "--jobs", "1", "--no-progress"],
+            f"--jobs {n}": ["autograde", LESSON, "--jobs", str(n), "--no-progress"],
+        }
+        for label, command in runs.items():
+            root = make_course(Path(tmp) / label.split()[0].strip("-"), args.submissions)
+            start = time.perf_counter()
+            finish(grader(*command, root=root))
+            results[label] = (time.perf_counter() - start, scores(root))
+            print(f"{label}: {results[label][0]:.1f} s", flush=True)
+        root = make_course(Path(tmp) / "shards", args.submissions)
+        start = time.perf_counter()
+        finish(*[grader("autograde", LESSON, "--shard", f"{i}/{n}", "--jobs", "1", "--no-progress", root=root)
+                 for i in range(1, n + 1)])
+        finish(grader("merge", root=root))
+        label = f"{n} shards at once + merge"
+        results[label] = (time.perf_counter() - start, scores(root))
+        print(f"{label}: {results[label][0]:.1f} s", flush=True)
+
+    serial_seconds, serial_scores = results["serial (--jobs 1)"]
+    for label, (_, got) in results.items():
+        assert got == serial_scores, f"{label} scored differently from the serial run: {got} vs {serial_scores}"
+    print(f"\nscores equal in all three runs ({sum(1 for s in serial_scores.values() if s[1] == '8.0')} full marks)")
+    print("| run | wall (s) | s / submission | vs serial |")
+    print("|---|---:|---:|---:|")
+    for label, (seconds, _) in results.items():
+        print(f"| {label} | {seconds:.1f} | {seconds / args.submissions:.1f} | {serial_seconds / seconds:.2f}× |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""grader/gradebook.py: shards that split a class exactly, and submissions merged between gradebooks
+made apart (the one-writer merge behind --jobs, --shard and `python -m grader merge`)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from nbgrader.api import Gradebook, MissingEntry
+
+from grader import gradebook
+from grader.autograde import default_jobs
+
+
+@pytest.fixture(autouse=True)
+def _alembic_on_path(monkeypatch):
+    """A new gradebook runs `alembic` (installed beside this Python) to stamp its schema."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 7])
+def test_shards_grade_every_student_exactly_once(count):
+    students = [f"student-{i:03d}" for i in range(120)] + ["ada", "bob", "Zoë", "s p a c e"]
+    owners = {s: [i for i in range(1, count + 1) if gradebook.in_shard(s, (i, count))] for s in students}
+    assert all(len(shards) == 1 for shards in owners.values()), "a student in no shard or in two"
+    if count > 1:
+        sizes = [sum(1 for shards in owners.values() if shards == [i]) for i in range(1, count + 1)]
+        assert min(sizes) > 0, f"an empty shard among {sizes}"
+
+
+def test_a_shard_is_written_i_of_n():
+    assert gradebook.parse_shard("2/4") == (2, 4)
+    for bad in ("0/4", "5/4", "2-4", "a/b", "2"):
+        with pytest.raises(ValueError, match="--shard"):
+            gradebook.parse_shard(bad)
+
+
+def test_default_jobs_is_at_least_one_and_at_most_the_cores():
+    import os
+
+    assert 1 <= default_jobs() <= (os.cpu_count() or 1)
+
+
+def _course_gradebook(path, cells=("a_visible", "a_hidden", "written")):
+    """A gradebook as nbgrader's generate_assignment leaves it, made on its own: its row ids
+    differ from every other gradebook's."""
+    with Gradebook(gradebook.url(path)) as gb:
+        gb.add_assignment("00_setup")
+        gb.add_notebook("00_setup", "00_setup")
+        for cell in cells:
+            gb.add_grade_cell(cell, "00_setup", "00_setup", max_score=2.0,
+                              cell_type="markdown" if cell == "written" else "code")
+        gb.add_solution_cell("answer", "00_setup", "00_setup")
+    return path
+
+
+def _grades(path, student):
+    with Gradebook(gradebook.url(path)) as gb:
+        submission = gb.find_submission("00_setup", student)
+        return {
+            "timestamp": submission.timestamp,
+            "grades": {g.name: (g.auto_score, g.manual_score, g.extra_credit, g.needs_manual_grade)
+                       for nb in submission.notebooks for g in nb.grades},
+            "comments": {c.name: (c.auto_comment, c.manual_comment) for nb in submission.notebooks for c in nb.comments},
+            "flagged": [nb.flagged for nb in submission.notebooks],
+        }
+
+
+def test_a_submission_is_merged_exactly_between_gradebooks_made_apart(tmp_path):
+    shard = _course_gradebook(tmp_path / "shard.db")
+    main = _course_gradebook(tmp_path / "main.db")
+    with Gradebook(gradebook.url(shard)) as gb:
+        gb.add_student("ada", first_name="Ada", last_name="Lovelace")
+        gb.add_submission("00_setup", "ada", timestamp=datetime.datetime(2026, 11, 20, 12, 0))
+        for name, score in (("a_visible", 2.0), ("a_hidden", 0.0)):
+            grade = gb.find_grade(name, "00_setup", "00_setup", "ada")
+            grade.auto_score, grade.needs_manual_grade = score, False
+        gb.find_grade("written", "00_setup", "00_setup", "ada").needs_manual_grade = True
+        gb.find_comment("answer", "00_setup", "00_setup", "ada").auto_comment = "No response."
+        gb.find_submission_notebook("00_setup", "00_setup", "ada").flagged = True
+        gb.db.commit()
+    with Gradebook(gradebook.url(main)) as gb:  # an older grading of the same submission is replaced
+        gb.add_student("ada")
+        gb.add_submission("00_setup", "ada")
+        gb.find_grade("a_hidden", "00_setup", "00_setup", "ada").auto_score = 2.0
+        gb.db.commit()
+
+    assert gradebook.merge_submission(shard, main, "00_setup", "ada")
+    assert _grades(main, "ada") == _grades(shard, "ada")
+    assert _grades(main, "ada")["grades"]["a_hidden"][0] == 0.0, "the older grade survived the merge"
+
+
+def test_a_submission_the_shard_does_not_hold_is_removed(tmp_path):
+    """A submission whose grading failed has no gradebook entry in its run: after the merge the
+    course's gradebook has none either, as after a serial run."""
+    shard = _course_gradebook(tmp_path / "shard.db")
+    main = _course_gradebook(tmp_path / "main.db")
+    with Gradebook(gradebook.url(main)) as gb:
+        gb.add_student("bob")
+        gb.add_submission("00_setup", "bob")
+    assert not gradebook.merge_submission(shard, main, "00_setup", "bob")
+    with Gradebook(gradebook.url(main)) as gb, pytest.raises(MissingEntry):
+        gb.find_submission("00_setup", "bob")
+
+
+def test_a_student_new_to_the_course_gradebook_is_added(tmp_path):
+    shard = _course_gradebook(tmp_path / "shard.db")
+    main = _course_gradebook(tmp_path / "main.db")
+    with Gradebook(gradebook.url(shard)) as gb:
+        gb.add_student("cy", first_name="Cy", email="cy@example.org")
+        gb.add_submission("00_setup", "cy")
+    assert gradebook.merge_submission(shard, main, "00_setup", "cy")
+    with Gradebook(gradebook.url(main)) as gb:
+        student = gb.find_student("cy")
+        assert (student.first_name, student.email) == ("Cy", "cy@example.org")
