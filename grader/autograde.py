@@ -629,11 +629,13 @@ def autograde(
         protected = {nb.name: protected_names(nb) for nb in (root / "notebooks" / lesson).glob("*.ipynb")}
         reference = verdicts.reference_records(root, lesson, cache=reference_cache, use_sandbox=use_sandbox)
         setup[lesson] = (reference, protected)
-        for student_dir in sorted((root / "submitted").glob(f"*/{lesson}")):
+        folders = sorted((root / "submitted").glob(f"*/{lesson}"))
+        mine = gradebook.shard_students([f.parent.name for f in folders], shard) if shard else None
+        for student_dir in folders:
             student = student_dir.parent.name
             if (students is not None and student not in students) or (lesson, student) in already_reported:
                 continue
-            if shard is not None and not gradebook.in_shard(student, shard):
+            if mine is not None and student not in mine:
                 continue
             plans.append((lesson, student, student_dir))
     if shard is not None:
@@ -972,7 +974,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="submissions graded at once, each in its own sandbox (default auto: one per core, "
                              "capped so that every sandbox could use its whole memory limit)")
     parser.add_argument("--shard", default=None, metavar="I/N",
-                        help="grade only shard I of N (students split by a hash of their id) into "
+                        help="grade only shard I of N (every N-th student id in sorted order) into "
                              ".grading/shards/I-of-N/; then `python -m grader merge`")
     parser.add_argument("--engine", choices=("local", "dask"), default="local",
                         help="local: this machine's processes; dask: a Dask cluster (needs .[scale])")

@@ -1,8 +1,8 @@
 """`python -m grader merge [COURSE_DIR ...] [--root DIR]`: the shard runs of a batch, merged
 into this course's gradebook, report and graded notebooks.
 
-`python -m grader autograde --shard I/N` grades a fixed 1/N of the submissions (by a hash of the
-student id) into COURSE_DIR/.grading/shards/I-of-N/ (its gradebook and report) and
+`python -m grader autograde --shard I/N` grades a fixed 1/N of the submissions (every N-th
+student id in sorted order) into COURSE_DIR/.grading/shards/I-of-N/ (its gradebook and report) and
 COURSE_DIR/autograded/. Any batch system can run the N shards: in one course folder on a shared
 filesystem, or in copies of it. This verb then merges every shard found under each COURSE_DIR
 (default: the course itself) into --root (default: here), so that the gradebook, the report and
@@ -78,6 +78,13 @@ def merge(root: Path, courses: list[Path]) -> tuple[list[dict], list[str]]:
         with open(report, newline="") as f:
             rows = {(r["lesson"], r["student"]): r for r in csv.DictReader(f)}
     rows.update(merged)
+    graded_lessons = {lesson for lesson, _ in merged}
+    for lesson in sorted(graded_lessons):  # a submission no shard graded (submitted/ changed between runs?)
+        known = {s for (ls, s) in rows if ls == lesson}
+        missed = sorted(f.parent.name for f in (root / "submitted").glob(f"*/{lesson}") if f.parent.name not in known)
+        if missed:
+            warnings.append(f"{lesson}: no shard graded {', '.join(missed[:10])}: not graded yet (run "
+                            f"`python -m grader autograde {lesson} --resume` to grade the rest)")
     order = {lesson: i for i, lesson in enumerate(lesson_names(root))} if (root / "solutions").is_dir() else {}
     report.parent.mkdir(parents=True, exist_ok=True)
     with open(report, "w", newline="") as f:
@@ -99,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     flagged = sum(1 for r in rows if r["flags"])
     print(f"merged {len(rows)} submission(s) ({flagged} flagged) into {args.root.resolve() / 'gradebook.db'} and "
           f"autograded/{REPORT}. Next: manual grading in the formgrader (make lab), then make feedback.")
-    return 1 if any("not found" in w or "no shard runs" in w for w in warnings) else 0
+    return 1 if any(("not found" in w or "no shard runs" in w or "not graded yet" in w) for w in warnings) else 0
 
 
 if __name__ == "__main__":

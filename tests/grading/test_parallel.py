@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 LESSON = "00_setup"
 NAME = f"{LESSON}.ipynb"
 SANDBOX_FLAGS = [] if sandbox.bwrap_path() else ["--no-sandbox"]
-# Names chosen so that each shard of two holds graded submissions (shard 2: both attacks).
-EXPECTED_SHARDS = {"ada-solution": 1, "bob-untouched": 1, "cy-wrong": 1, "dee-patches-expected": 2,
-                   "hal-patches-isclose": 2, "fay-no-notebook": 1}
+# Shards of two take every other id in sorted order: an attack and a graded honest answer in each.
+EXPECTED_SHARDS = {"ada-solution": 1, "bob-untouched": 2, "cy-wrong": 1, "dee-patches-expected": 2,
+                   "fay-no-notebook": 1, "hal-patches-isclose": 2}
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,7 @@ def test_two_jobs_give_exactly_the_serial_run(serial, template, tmp_path):
 def test_shards_merged_give_exactly_the_serial_run(serial, template, tmp_path):
     """Shard 1 of 2 runs in a copy of the course (another machine, say), shard 2 in the course
     folder itself (a shared filesystem); `python -m grader merge` brings both into the course."""
-    assert {s: 1 if gradebook.in_shard(s, (1, 2)) else 2 for s in EXPECTED_SHARDS} == EXPECTED_SHARDS
+    assert gradebook.shard_students(list(EXPECTED_SHARDS), (1, 2)) == {s for s, i in EXPECTED_SHARDS.items() if i == 1}
     elsewhere, root = _copy(template, tmp_path / "elsewhere"), _copy(template, tmp_path / "course")
     for shard, folder in (("1/2", elsewhere), ("2/2", root)):
         assert ag.main([LESSON, "--root", str(folder), "--shard", shard, "--jobs", "1", "--no-progress",
@@ -124,6 +124,19 @@ def test_a_missing_shard_is_reported(template, tmp_path):
     rows, warnings = merge_verb.merge(root, [root])
     assert rows == []
     assert any("2/3, 3/3 not found" in w for w in warnings), warnings
+    assert merge_verb.main(["--root", str(root)]) == 1
+
+
+def test_a_submission_no_shard_graded_is_reported(template, tmp_path):
+    """submitted/ changed between shard runs: the merge names what no shard graded."""
+    root = _copy(template, tmp_path / "course")
+    folder = root / gradebook.SHARDS / "1-of-1"
+    folder.mkdir(parents=True)
+    shutil.copy(root / gradebook.MAIN, folder / gradebook.MAIN)
+    with open(folder / ag.REPORT, "w", newline="") as f:  # a run that saw only fay's empty folder
+        csv.writer(f).writerows([ag.CSV_HEADER, [LESSON, "fay-no-notebook", "no notebook", 0.0, 8.0, 0.0, "-"]])
+    _, warnings = merge_verb.merge(root, [root])
+    assert any("no shard graded ada-solution, bob-untouched" in w for w in warnings), warnings
 
 
 def test_a_dask_cluster_gives_exactly_the_serial_run(serial, template, tmp_path):
