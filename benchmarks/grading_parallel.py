@@ -11,7 +11,10 @@ runs (`python -m grader ...`, sandboxed where bubblewrap works):
 
 Each clock covers the whole command, its fixed costs included (the release check, the sandbox's
 pre-check, reading the stored reference). The scores of the three must be equal (asserted).
-Prints the wall times and the ratios to serial (>= 1.7x on 2 cores is the goal).
+Prints the wall times, the ratios to serial (>= 1.7x on 2 cores is the goal) and the machine's
+busy CPU time during each run (all processes, from /proc/stat: a killed kernel is reaped by no
+one we wait for, so our children's own accounting misses it), whose ratio to the wall time is how
+many cores the run kept busy on average. Run it on an otherwise idle machine.
 
     python benchmarks/grading_parallel.py [--jobs 2] [--submissions 12]
 """
@@ -64,6 +67,14 @@ def finish(*processes: subprocess.Popen) -> None:
             raise SystemExit(f"{' '.join(process.args[2:5])} failed:\n{out}")
 
 
+def cpu_seconds() -> float:
+    """Busy CPU seconds of the whole machine so far (every core; idle and I/O wait excluded)."""
+    import psutil
+
+    times = psutil.cpu_times()
+    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
+
+
 def scores(root: Path) -> dict[str, tuple[str, str]]:
     with open(root / "autograded" / "autograde-report.csv", newline="") as f:
         return {r["student"]: (r["status"], r["autograded_score"]) for r in csv.DictReader(f)}
@@ -85,27 +96,28 @@ def main() -> None:
         }
         for label, command in runs.items():
             root = make_course(Path(tmp) / label.split()[0].strip("-"), args.submissions)
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), cpu_seconds()
             finish(grader(*command, root=root))
-            results[label] = (time.perf_counter() - start, scores(root))
+            results[label] = (time.perf_counter() - start, scores(root), cpu_seconds() - cpu)
             print(f"{label}: {results[label][0]:.1f} s", flush=True)
         root = make_course(Path(tmp) / "shards", args.submissions)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), cpu_seconds()
         finish(*[grader("autograde", LESSON, "--shard", f"{i}/{n}", "--jobs", "1", "--no-progress", root=root)
                  for i in range(1, n + 1)])
         finish(grader("merge", root=root))
         label = f"{n} shards at once + merge"
-        results[label] = (time.perf_counter() - start, scores(root))
+        results[label] = (time.perf_counter() - start, scores(root), cpu_seconds() - cpu)
         print(f"{label}: {results[label][0]:.1f} s", flush=True)
 
-    serial_seconds, serial_scores = results["serial (--jobs 1)"]
-    for label, (_, got) in results.items():
+    serial_seconds, serial_scores, _ = results["serial (--jobs 1)"]
+    for label, (_, got, _) in results.items():
         assert got == serial_scores, f"{label} scored differently from the serial run: {got} vs {serial_scores}"
     print(f"\nscores equal in all three runs ({sum(1 for s in serial_scores.values() if s[1] == '8.0')} full marks)")
-    print("| run | wall (s) | s / submission | vs serial |")
-    print("|---|---:|---:|---:|")
-    for label, (seconds, _) in results.items():
-        print(f"| {label} | {seconds:.1f} | {seconds / args.submissions:.1f} | {serial_seconds / seconds:.2f}× |")
+    print("| run | wall (s) | s / submission | vs serial | CPU (s) | cores busy |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for label, (seconds, _, cpu) in results.items():
+        print(f"| {label} | {seconds:.1f} | {seconds / args.submissions:.1f} | {serial_seconds / seconds:.2f}× "
+              f"| {cpu:.0f} | {cpu / seconds:.2f} |")
 
 
 if __name__ == "__main__":
