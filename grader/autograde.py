@@ -711,12 +711,14 @@ def autograde(
                 _show_running(bar, running)
                 for future in _completed(running, timeout=1.0):
                     lesson, student, _ = running.pop(future)
+                    db = root / gradebook.JOBS / lesson / f"{student}.db"
                     try:
                         status, seconds, flags = future.result()
                     except Exception as error:  # noqa: BLE001 (a worker lost: that submission only)
                         status, seconds, flags = "grader error", 0.0, [
                             f"its worker failed ({type(error).__name__}: {str(error)[:160]}); scored 0, review by hand"]
-                    db = root / gradebook.JOBS / lesson / f"{student}.db"
+                        db.unlink(missing_ok=True)  # whatever it half-wrote is not merged, as a serial run forgets it
+                        _forget(root, lesson, student, batch_db)
                     finish(lesson, student, status, seconds, flags, db if db.exists() else None)
     if bar is not None:
         bar.close()

@@ -277,3 +277,45 @@ def test_the_stored_reference_is_used_only_on_a_machine_like_the_one_that_made_i
     (stored / "machine").unlink()  # a reference that does not say where it was made
     verdicts.reference_records(tmp_path, "00_setup")
     assert len(runs) == 1, "the same key and machine share the cached local run"
+
+
+def test_a_lost_worker_costs_its_submission_only_and_nothing_it_half_wrote_is_merged(tmp_path, monkeypatch):
+    """--jobs: a worker that dies (killed, out of memory) gives its submission 0 and a flag, its
+    gradebook copy is dropped unmerged, and the other submissions are graded and merged."""
+    import contextlib
+    from concurrent.futures import Future
+
+    for student in ("a-worker-dies", "b-next"):
+        folder = tmp_path / "submitted" / student / "00_setup"
+        folder.mkdir(parents=True)
+        (folder / "00_setup.ipynb").write_text("{}")
+    (tmp_path / "notebooks" / "00_setup").mkdir(parents=True)
+    (tmp_path / "notebooks" / "00_setup" / "00_setup.ipynb").write_text("{}")
+    (tmp_path / "gradebook.db").write_text("")
+    monkeypatch.setattr(ag.precheck, "check", lambda root, use_sandbox: "ok")
+    monkeypatch.setattr(ag, "course_fingerprint", lambda root: {})
+    monkeypatch.setattr(ag.verdicts, "reference_records", lambda *a, **k: {})
+    monkeypatch.setattr(ag, "_in_gradebook", lambda root, lesson: True)
+    monkeypatch.setattr(ag, "protected_names", lambda nb: {})
+    monkeypatch.setattr(ag, "lesson_scores", lambda root, lesson, db=None: ({"b-next": 4.0}, 8.0))
+    forgotten, merged = [], []
+    monkeypatch.setattr(ag, "_forget", lambda root, lesson, student, db=None: forgotten.append(student))
+    monkeypatch.setattr(ag.gradebook, "merge_submission", lambda src, dst, lesson, student: merged.append(student))
+
+    class Pool:
+        def submit(self, fn, job):
+            future = Future()
+            if job.student.startswith("a-"):
+                future.set_exception(RuntimeError("A process in the process pool was terminated abruptly"))
+            else:
+                future.set_result(("graded", 1.0, []))
+            return future
+
+    monkeypatch.setattr(ag, "_engine", lambda engine, jobs, scheduler: contextlib.nullcontext(Pool()))
+    results = ag.autograde(tmp_path, ["00_setup"], use_sandbox=False, jobs=2, progress=False)
+    assert [(r.student, r.status, r.auto_score) for r in results] == [
+        ("a-worker-dies", "grader error", 0.0), ("b-next", "graded", 4.0)]
+    assert "its worker failed (RuntimeError" in results[0].flags[0]
+    assert merged == ["b-next"], "the lost worker's gradebook copy was merged"
+    assert forgotten == ["a-worker-dies"]
+    assert not list((tmp_path / ag.gradebook.JOBS).rglob("*.db")), "a gradebook copy was left behind"
