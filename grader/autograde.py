@@ -654,7 +654,7 @@ def autograde(
     results: list[Result] = []
     started = time.perf_counter()
     bar = _progress_bar(len(plans), progress)
-    running: dict[object, tuple[str, str, float]] = {}  # future -> (lesson, student, start)
+    running: dict[object, tuple[str, str, float, Path]] = {}  # future -> (lesson, student, start, its gradebook copy)
 
     def finish(lesson: str, student: str, status: str, seconds: float, flags: list[str], db: Path | None) -> None:
         nonlocal fingerprint
@@ -703,15 +703,14 @@ def autograde(
                     continue
                 task = job(lesson, student)
                 if pool is None:  # serial: here, in this process
-                    _show_running(bar, {None: (lesson, student, time.perf_counter())})
-                    finish(lesson, student, *grade_job(task), task.db if task.db != batch_db else None)
+                    _show_running(bar, {None: (lesson, student, time.perf_counter(), None)})
+                    finish(lesson, student, *grade_job(task), None)  # it wrote the batch's gradebook itself
                     continue
-                running[pool.submit(grade_job, task)] = (lesson, student, time.perf_counter())
+                running[pool.submit(grade_job, task)] = (lesson, student, time.perf_counter(), task.db)
             if running:
                 _show_running(bar, running)
                 for future in _completed(running, timeout=1.0):
-                    lesson, student, _ = running.pop(future)
-                    db = root / gradebook.JOBS / lesson / f"{student}.db"
+                    lesson, student, _, db = running.pop(future)
                     try:
                         status, seconds, flags = future.result()
                     except Exception as error:  # noqa: BLE001 (a worker lost: that submission only)
@@ -725,7 +724,7 @@ def autograde(
     order = {(lesson, student): i for i, (lesson, student, _) in enumerate(plans)}
     results.sort(key=lambda r: order.get((r.lesson, r.student), -1))
     if report is not None and parallel:  # rows in the serial order, whatever order they finished in
-        _rewrite_in_order(report, [lesson for lesson in lessons])
+        _rewrite_in_order(report, lessons)
     _summary(results, jobs if parallel else 1, time.perf_counter() - started)
     return results
 
@@ -794,7 +793,7 @@ def _show_running(bar, running: dict) -> None:
     if bar is None:
         return
     now = time.perf_counter()
-    names = [f"{student} {now - start:.0f}s" for _, student, start in running.values()]
+    names = [f"{student} {now - start:.0f}s" for _, student, start, _ in running.values()]
     bar.set_postfix_str("now: " + ", ".join(names)[:120], refresh=True)
 
 

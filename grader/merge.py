@@ -40,6 +40,7 @@ def merge(root: Path, courses: list[Path]) -> tuple[list[dict], list[str]]:
     merged: dict[tuple[str, str], dict] = {}
     warnings = []
     counts: dict[int, set[int]] = {}
+    released: set[str] = set()  # lessons known to be in this course's gradebook
     for course in (c.resolve() for c in courses):
         runs = shard_runs(course)
         if not runs:
@@ -54,11 +55,14 @@ def merge(root: Path, courses: list[Path]) -> tuple[list[dict], list[str]]:
                 if key in merged:
                     warnings.append(f"{key[1]}'s {key[0]} is in more than one shard run; the one in {folder} is kept")
                 lesson, student = key
-                with _setup_lock(root):
-                    if not _in_gradebook(root, lesson):
-                        done = nbgrader(root, "generate_assignment", lesson, "--force")
-                        if done.returncode != 0:
-                            raise RuntimeError(f"nbgrader generate_assignment {lesson} failed:\n{done.stdout}{done.stderr}")
+                if lesson not in released:
+                    with _setup_lock(root):
+                        if not _in_gradebook(root, lesson):
+                            done = nbgrader(root, "generate_assignment", lesson, "--force")
+                            if done.returncode != 0:
+                                raise RuntimeError(f"nbgrader generate_assignment {lesson} failed:\n"
+                                                   f"{done.stdout}{done.stderr}")
+                    released.add(lesson)
                 gradebook.merge_submission(folder / gradebook.MAIN, gradebook.main_db(root), lesson, student)
                 graded = course / "autograded" / student / lesson
                 target = root / "autograded" / student / lesson

@@ -24,6 +24,11 @@ import time
 import traceback
 from pathlib import Path
 
+if __package__ in (None, ""):  # run as a script: make the repository's packages importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from grader.cells import cell_source, is_test_cell, nbgrader_meta  # noqa: E402 (plain JSON cells; no nbformat)
+
 
 def code_cells(path: Path) -> list[tuple[int, str, str | None]]:
     """(index, source without magics, grade_id if it is a graded test cell) of each code cell."""
@@ -32,11 +37,8 @@ def code_cells(path: Path) -> list[tuple[int, str, str | None]]:
     for index, cell in enumerate(cells):
         if cell["cell_type"] != "code":
             continue
-        source = "".join(cell["source"])
-        lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        test = meta.get("grade_id") if meta.get("grade") and not meta.get("solution") else None
-        out.append((index, "\n".join(lines), test))
+        lines = [line for line in cell_source(cell).splitlines() if not line.lstrip().startswith(("%", "!"))]
+        out.append((index, "\n".join(lines), nbgrader_meta(cell).get("grade_id") if is_test_cell(cell) else None))
     return out
 
 
