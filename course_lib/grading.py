@@ -283,10 +283,112 @@ class _Recorder:
 _recorder: _Recorder | None = None
 
 
+class _Withheld:
+    """The expected value of a check while a submission is graded: the grader holds it, not the
+    learner's process (grader/graded_source.py). A check given it records the learner's value and
+    leaves the verdict to the grader."""
+
+    def __repr__(self) -> str:
+        return "WITHHELD"
+
+    def __reduce__(self) -> str:
+        return "WITHHELD"
+
+
+WITHHELD = _Withheld()
+
+
+def _digest(value: Any) -> str:
+    """A short fingerprint of a value (tensors by dtype, shape and bytes)."""
+    import hashlib
+
+    tensors: dict[str, torch.Tensor] = {}
+    digest = hashlib.sha256(json.dumps(encode_value(value, tensors)).encode())
+    for key in sorted(tensors):
+        tensor = tensors[key]
+        digest.update(f"{key} {tensor.dtype} {tuple(tensor.shape)}".encode())
+        try:
+            digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+        except (RuntimeError, TypeError):  # a dtype numpy cannot view: its values as text
+            digest.update(repr(tensor.tolist()).encode())
+    return digest.hexdigest()[:16]
+
+
+def record_inputs(function: Callable, label: str, positions: Sequence[int], keywords: Sequence[str]) -> Callable:
+    """`function`, which first records a fingerprint of the arguments at `positions` and
+    `keywords` (those the test built itself), so the grader can tell whether a test ran on the
+    instructor's inputs. Inserted by the grader around each call of the learner's code in a test
+    cell (grader/graded_source.py); nothing is recorded unless a test cell is being graded."""
+    if _recorder is None or _recorder.cell is None:
+        return function
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        digests = {str(i): _digest(args[i]) for i in positions if i < len(args)}
+        digests.update({k: _digest(kwargs[k]) for k in keywords if k in kwargs})
+        _record("inputs", label, digests)
+        return function(*args, **kwargs)
+
+    return call
+
+
+def _machinery() -> dict[str, tuple[Any, Any]]:
+    """What grading relies on in the kernel: this module's functions and classes, and the
+    public callables of torch, torch.nn.functional, torch.Tensor and torch.testing, each as (the
+    object, its code object)."""
+    import torch.nn.functional
+
+    found = {}
+    for prefix, namespace in (("torch", torch), ("torch.nn.functional", torch.nn.functional),
+                              ("torch.Tensor", torch.Tensor), ("torch.testing", torch.testing),
+                              (__name__, sys.modules[__name__])):
+        private = namespace is not sys.modules[__name__]  # torch's own private names may change lazily
+        for name, value in list(vars(namespace).items()):
+            if callable(value) and not name.startswith("__") and not (private and name.startswith("_")):
+                found[f"{prefix}.{name}"] = (value, getattr(value, "__code__", None))
+    return found
+
+
+def _unchanged(before: tuple[Any, Any], now: tuple[Any, Any] | None) -> bool:
+    """Whether a callable is still the one seen before: the same object and code, or a wrapper
+    of it (torch wraps some of its functions when torch.compile is first imported)."""
+    if now is None:
+        return False
+    value, code = now
+    for _ in range(8):
+        if value is before[0]:
+            return code is before[1] or getattr(value, "__code__", None) is before[1]
+        value = getattr(value, "__wrapped__", None)
+        if value is None:
+            return False
+    return False
+
+
+_MACHINERY = _machinery()  # taken when the notebook imports the helpers, before any answer runs
+#: The helpers test cells call by their notebook names.
+HELPER_NAMES = ("assert_tensor_close", "assert_equal", "assert_sequence_equal", "assert_number_close",
+                "assert_shape", "assert_true", "assert_raises", "forbid", "reports_errors", "case")
+
+
+def check_machinery(namespace: dict) -> None:
+    """Run by the grader, silently, before each graded test cell: records the names of whatever
+    the grading relies on that was replaced since the helpers were imported (torch's functions,
+    these helpers or their code, the notebook's names for them). The verdicts do not depend on
+    it (the grader replays them); it tells the instructor that an answer reached for them."""
+    now = _machinery()
+    changed = sorted(name for name, before in _MACHINERY.items() if not _unchanged(before, now.get(name)))
+    module = sys.modules[__name__]
+    changed += sorted(f"the notebook's {name}" for name in HELPER_NAMES
+                      if name in namespace and namespace[name] is not getattr(module, name))
+    if changed:
+        _record("machinery", changed[:20], None)
+
+
 def announcement(cell: str) -> str:
     """The code a grader runs in the kernel (silently, outside the notebook) before the graded
     test cell `cell`: grader/nbgrader_plugins.py while grading, grader/verdicts.py for the reference."""
-    return f'__import__("course_lib.grading", fromlist=["_"]).begin_checks({cell!r})'
+    grading = '__import__("course_lib.grading", fromlist=["_"])'
+    return f"{grading}.begin_checks({cell!r}); {grading}.check_machinery(globals())"
 
 
 def begin_checks(cell: str) -> None:
@@ -311,6 +413,8 @@ def encode_value(value: Any, tensors: dict[str, torch.Tensor]) -> Any:
     kept: an object of any other class (one whose `__eq__` always says yes, say) is recorded as
     opaque, and an opaque value equals nothing."""
     kind = type(value)
+    if value is WITHHELD:
+        return {"withheld": True}
     if isinstance(value, torch.Tensor):
         key = f"t{len(tensors)}"
         tensors[key] = value.detach().as_subclass(torch.Tensor).to("cpu").contiguous().clone()
@@ -353,7 +457,10 @@ def assert_shape(actual: Any, expected_shape: Sequence[int], name: str = "output
     __tracebackhide__ = True  # IPython and pytest show the learner's line, not this helper's source
     if _recorder is not None:  # a tensor is recorded as its shape, a 1-D int64 tensor; anything else as itself
         recorded = torch.tensor(list(actual.shape), dtype=torch.int64) if isinstance(actual, torch.Tensor) else actual
-        _record("shape", recorded, [int(n) for n in expected_shape], name=name, hint=hint)
+        _record("shape", recorded, expected_shape if expected_shape is WITHHELD else [int(n) for n in expected_shape],
+                name=name, hint=hint)
+    if expected_shape is WITHHELD:
+        return
     _check_shape(actual, expected_shape, name, hint)
 
 
@@ -389,6 +496,8 @@ def assert_tensor_close(
     """Like `torch.testing.assert_close`, with messages written for learners."""
     __tracebackhide__ = True
     _record("close", actual, expected, rtol=rtol, atol=atol, name=name, hint=hint, check_dtype=check_dtype)
+    if expected is WITHHELD:
+        return
     _check_shape(actual, expected.shape, name, hint)
     suffix = f" Hint: {hint}" if hint else ""
     if check_dtype and actual.dtype != expected.dtype:
@@ -420,6 +529,8 @@ def assert_sequence_equal(actual: Any, expected: Sequence, name: str = "output",
     """Two sequences are equal; otherwise the first differing position and both values there."""
     __tracebackhide__ = True
     _record("sequence", actual, expected, name=name, hint=hint)
+    if expected is WITHHELD:
+        return
     suffix = f" Hint: {hint}" if hint else ""
     if isinstance(actual, torch.Tensor):
         actual = actual.tolist()
@@ -444,6 +555,8 @@ def assert_equal(actual: Any, expected: Any, name: str = "output", hint: str | N
     Otherwise a message with both values."""
     __tracebackhide__ = True
     _record("equal", actual, expected, name=name, hint=hint)
+    if expected is WITHHELD:
+        return
     suffix = f" Hint: {hint}" if hint else ""
     if isinstance(expected, torch.Tensor):
         if not (isinstance(actual, torch.Tensor) and actual.shape == expected.shape and torch.equal(actual.cpu(), expected.cpu())):
@@ -490,6 +603,8 @@ def assert_number_close(actual: Any, expected: float, *, rtol: float = 1e-6, ato
     `expected`; otherwise a message with both values and the difference."""
     __tracebackhide__ = True
     _record("number", actual, expected, rtol=rtol, atol=atol, name=name, hint=hint)
+    if expected is WITHHELD:
+        return
     suffix = f" Hint: {hint}" if hint else ""
     if isinstance(actual, torch.Tensor) and actual.numel() == 1:
         actual = actual.item()

@@ -14,6 +14,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 
 from course_lib.grading import announcement
 from grader.cells import MARKER_WORDS
+from grader.graded_source import lesson_sources_from_env
 
 
 class TagTestCellsRaisesException(NbGraderPreprocessor):
@@ -114,17 +115,28 @@ class ExecuteAnnouncingTestCells(Execute):
     entry, nothing in the history database), and its source is then dropped from `linecache`,
     so no later cell can read the hidden tests back from the kernel."""
 
+    def preprocess(self, nb, resources, *args, **kwargs):
+        notebook = resources.get("nbgrader", {}).get("notebook") or ""
+        self._graded_sources = lesson_sources_from_env(notebook) or {}
+        return super().preprocess(nb, resources, *args, **kwargs)
+
     def preprocess_cell(self, cell, resources, index):
         meta = cell.metadata.get("nbgrader", {})
         if not (cell.cell_type == "code" and meta.get("grade") and not meta.get("solution")):
             return super().preprocess_cell(cell, resources, index)
         run_sync(self._silently)(announcement(meta["grade_id"]))
-        if MARKER_WORDS[0] not in cell.source:
-            return super().preprocess_cell(cell, resources, index)
-        self._check_assign_resources(resources)
-        cell = self.execute_cell(cell, index, store_history=False)
-        run_sync(self._silently)(SCRUB_HIDDEN_SOURCE)
-        return cell, self.resources
+        original = cell.source
+        # the cell as the kernel runs it while grading: no expected values (grader/graded_source.py)
+        cell.source = getattr(self, "_graded_sources", {}).get(meta["grade_id"], original)
+        try:
+            if MARKER_WORDS[0] not in original:
+                return super().preprocess_cell(cell, resources, index)
+            self._check_assign_resources(resources)
+            cell = self.execute_cell(cell, index, store_history=False)
+            run_sync(self._silently)(SCRUB_HIDDEN_SOURCE)
+            return cell, self.resources
+        finally:
+            cell.source = original
 
     async def _silently(self, code):
         msg_id = self.kc.execute(code, silent=True, store_history=False)  # no output, no count

@@ -62,6 +62,8 @@ def decode_value(encoded: Any, tensors: dict[str, torch.Tensor]) -> Any:
         return {decode_value(k, tensors): decode_value(v, tensors) for k, v in payload}
     if tag == "opaque":
         return Opaque(payload)
+    if tag == "withheld":
+        return grading.WITHHELD
     raise ValueError(f"unknown tag {tag!r} in a recorded value")
 
 

@@ -47,9 +47,10 @@ from pathlib import Path
 
 import nbformat
 
-from course_lib.grading import RECORD_ENV, announcement
+from course_lib.grading import RECORD_ENV, WITHHELD, announcement
 from grader import sandbox
 from grader.cells import is_test_cell, nbgrader_meta
+from grader.graded_source import graded_sources
 from grader.records import consolidate_records, read_records, replay_check
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,15 +65,23 @@ def announcing_client(nb, **kwargs):
     notebook and its execution counts."""
     from nbclient import NotebookClient
 
+    sources = graded_sources(nb, "reference")  # the inputs of the learner's calls recorded too
+
     class AnnouncingClient(NotebookClient):
         async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
-            if is_test_cell(cell):  # silent: no output, no execution count
-                msg_id = self.kc.execute(announcement(nbgrader_meta(cell)["grade_id"]), silent=True,
-                                         store_history=False)
-                reply = await self.async_wait_for_reply(msg_id)
-                if reply is None or reply["content"]["status"] != "ok":
-                    raise RuntimeError(f"announcing a test cell to the kernel failed: {reply}")
-            return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+            if not is_test_cell(cell):
+                return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+            # silent: no output, no execution count
+            msg_id = self.kc.execute(announcement(nbgrader_meta(cell)["grade_id"]), silent=True, store_history=False)
+            reply = await self.async_wait_for_reply(msg_id)
+            if reply is None or reply["content"]["status"] != "ok":
+                raise RuntimeError(f"announcing a test cell to the kernel failed: {reply}")
+            original = cell.source
+            cell.source = sources.get(nbgrader_meta(cell)["grade_id"], original)
+            try:
+                return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+            finally:
+                cell.source = original
 
     return AnnouncingClient(nb, **kwargs)
 
@@ -268,6 +277,9 @@ def _by_cell(records: list[dict]) -> dict[str, list[dict]]:
 
 
 OTHER_INPUTS = "other inputs than the instructor's run"
+#: A note on a cell whose failing check the kernel compared itself (the test kept its expected
+#: value: no graded source was given): a pass there and a fail here means the kernel was fooled.
+JUDGED_IN_KERNEL = "judged in the kernel"
 
 
 def _replay(kind: str, actual, expected, options: dict) -> str | None:
@@ -289,13 +301,47 @@ def _same_expected(kind: str, mine, theirs, options: dict) -> bool:
     return _replay(kind, mine, theirs, options) is None
 
 
+#: A note on a cell before which the kernel's grading machinery had been changed
+#: (`course_lib.grading.check_machinery`); followed by ": " and what changed.
+MACHINERY = "grading machinery changed"
+_SIDE_RECORDS = ("inputs", "machinery")
+
+
+def _split(records: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(checks, inputs records) of one cell."""
+    return [r for r in records if r["kind"] not in _SIDE_RECORDS], [r for r in records if r["kind"] == "inputs"]
+
+
+def _machinery_notes(records: list[dict]) -> list[str]:
+    changed = [str(name) for r in records if r["kind"] == "machinery"
+               for name in (r["actual"] if isinstance(r["actual"], list) else [r["actual"]])]
+    return [f"{MACHINERY}: {', '.join(changed[:8])}"] if changed else []
+
+
+def _other_inputs(mine: list[dict], theirs: list[dict]) -> str | None:
+    """Where the learner's run gave the learner's code other test-built arguments than the
+    instructor's run did, or None."""
+    for n, (got, ref) in enumerate(zip(mine, theirs, strict=False)):
+        if got["actual"] != ref["actual"]:
+            return f"call {n + 1} of the learner's code ({ref['actual']}) was given {got['actual']}"
+        if not isinstance(got["expected"], dict) or got["expected"] != ref["expected"]:
+            keys = ref["expected"].keys() if isinstance(ref["expected"], dict) else []
+            differing = [k for k in keys if not isinstance(got["expected"], dict) or got["expected"].get(k) != ref["expected"][k]]
+            which = ", ".join(f"argument {k}" if k.isdigit() else k for k in differing) or "its arguments"
+            return f"call {n + 1} of the learner's code ({ref['actual']}) was given another {which}"
+    return None
+
+
 def compare(reference: list[dict], learner: list[dict]) -> dict[str, tuple[str | None, list[str]]]:
-    """{cell: (failure or None, review notes)} for every cell the reference made checks in."""
+    """{cell: (failure or None, notes)} for every cell the reference made checks in."""
     theirs = _by_cell(learner)
     verdicts = {}
-    for cell, expected_checks in _by_cell(reference).items():
-        got_checks, notes = theirs.get(cell, []), []
+    for cell, reference_records in _by_cell(reference).items():
+        expected_checks, expected_inputs = _split(reference_records)
+        got_checks, got_inputs = _split(theirs.get(cell, []))
+        notes: list[str] = _machinery_notes(theirs.get(cell, []))
         failure = None
+        value_failed = False
         for i, ref in enumerate(expected_checks):
             if i >= len(got_checks):
                 failure = (f"{len(got_checks)} of its {len(expected_checks)} checks ran" +
@@ -308,28 +354,42 @@ def compare(reference: list[dict], learner: list[dict]) -> dict[str, tuple[str |
             message = _replay(ref["kind"], got["actual"], ref["expected"], ref["options"])
             if message is None:
                 continue
-            # Other inputs: the expected value computed in the kernel is not the instructor's, and the
-            # learner's value passed against it there (a test whose expected value is derived from
-            # the answer's own output, failing in the kernel too, is an ordinary failure).
-            if (not _same_expected(ref["kind"], got["expected"], ref["expected"], ref["options"])
-                    and _replay(ref["kind"], got["actual"], got["expected"], ref["options"]) is None):
-                failure = (f"check {i + 1} ({ref['options'].get('name') or ref['kind']}) ran on other inputs than "
-                           "the instructor's run: the test's own values were changed in the kernel, or the answer "
-                           "used the random state the tests rely on (scored 0; review by hand)")
-                notes.append(OTHER_INPUTS)
-            else:
-                failure = message
+            value_failed = True
+            if got["expected"] is not WITHHELD:  # the kernel held an expected value (no graded source)
+                notes.append(JUDGED_IN_KERNEL)
+                # Other inputs: the kernel's expected value is not the instructor's, and the learner's value
+                # passed against it there (a test whose expected value is derived from the answer's own
+                # output, failing in the kernel too, is an ordinary failure).
+                if (not _same_expected(ref["kind"], got["expected"], ref["expected"], ref["options"])
+                        and _replay(ref["kind"], got["actual"], got["expected"], ref["options"]) is None):
+                    failure = (f"check {i + 1} ({ref['options'].get('name') or ref['kind']}) ran on other inputs "
+                               "than the instructor's run: the test's own values were changed in the kernel, or the "
+                               "answer used the random state the tests rely on (scored 0; review by hand)")
+                    notes.append(OTHER_INPUTS)
+                    break
+            failure = message
             break
         if failure is None and len(got_checks) > len(expected_checks):
             failure = f"{len(got_checks)} checks ran where the reference makes {len(expected_checks)}"
+        if failure is not None and value_failed and OTHER_INPUTS not in notes:
+            difference = _other_inputs(got_inputs, expected_inputs)
+            if difference is not None:
+                failure += (f" (this test ran on other inputs than the instructor's run: {difference}. Did the "
+                            "answer change an input in place, or draw from the random state the tests use?)")
+                notes.append(OTHER_INPUTS)
         verdicts[cell] = (failure, notes)
     return verdicts
 
 
+#: Stream outputs a test cell prints when it gets to its end, which a failed replay contradicts.
+_PASSED_LINE = "tests passed"
+
+
 def apply(root: Path, lesson: str, student: str, notebook: str,
           verdicts: dict[str, tuple[str | None, list[str]]], db: Path | None = None) -> list[str]:
-    """Lower to 0 each cell the kernel passed but the grader fails, in the gradebook `db`
-    (default the course's); returns the flags."""
+    """Lower to 0 each cell the grader fails, in the gradebook `db` (default the course's), and
+    show why in the graded notebook; returns the flags: a cell that failed on other inputs than
+    the instructor's, or one whose kernel held the expected value and passed it."""
     from nbgrader.api import Gradebook, MissingEntry
 
     from grader import gradebook
@@ -337,16 +397,26 @@ def apply(root: Path, lesson: str, student: str, notebook: str,
     flags, overturned = [], {}
     stem = Path(notebook).stem
     with Gradebook(gradebook.url(db or gradebook.main_db(root))) as gb:
-        for cell, (failure, _notes) in verdicts.items():
+        for cell, (failure, notes) in verdicts.items():
+            flags += [f"{cell}: before this test cell ran, the kernel's {note} (the verdicts are the grader's "
+                      "replay, not the kernel's); review by hand" for note in notes if note.startswith(MACHINERY)]
+            if failure is None:
+                continue
             try:
                 grade = gb.find_grade(cell, stem, lesson, student)
             except MissingEntry:
                 continue
             score = grade.auto_score or 0.0
-            if failure is not None and score > 0:
+            if score > 0:
                 grade.auto_score = 0.0
                 overturned[cell] = failure
-                flags.append(f"{cell}: passed in the kernel, failed the grader's replay ({failure[:200]}); scored 0")
+                if JUDGED_IN_KERNEL in notes:
+                    flags.append(f"{cell}: passed in the kernel, failed the grader's replay ({failure[:200]}); "
+                                 "scored 0")
+            elif " checks ran" not in failure:  # a value that failed: the first reason, before any later error
+                overturned[cell] = failure
+            if OTHER_INPUTS in notes:
+                flags.append(f"{cell}: {failure[:300]}; scored 0, review by hand")
         gb.db.commit()
     if overturned:  # the feedback shows why the cell scored 0
         path = root / "autograded" / student / lesson / notebook
@@ -355,6 +425,8 @@ def apply(root: Path, lesson: str, student: str, notebook: str,
             for cell in nb.cells:
                 message = overturned.get(nbgrader_meta(cell).get("grade_id")) if is_test_cell(cell) else None
                 if message is not None:
+                    cell.outputs = [o for o in cell.outputs if o.output_type not in ("error",)
+                                    and not (o.output_type == "stream" and _PASSED_LINE in o.get("text", ""))]
                     cell.outputs.append(nbformat.v4.new_output("error", ename="AssertionError", evalue=message,
                                                                traceback=[f"AssertionError: {message}"]))
             nbformat.write(nb, path)

@@ -4,8 +4,10 @@ For machines without Jupyter (the lent GPU machine has PyTorch but no nbclient):
 cell's output and wall time, and stops at the first failing cell with its index. Lines that are
 IPython magics or shell escapes (`%...`, `!...`) are skipped; matplotlib draws off-screen.
 
-With `--record DIR` it runs as the grader runs a notebook (COURSE_GRADING=1, the tests' checks
-recorded into DIR, each test cell announced) and goes on past failing cells; then
+With `--record DIR` it runs as the grader runs the instructor's solution (COURSE_GRADING=1, the
+tests' checks recorded into DIR, each test cell announced and run as grader/graded_source.py
+makes it; `--graded`: as a submission's, without the expected values) and goes on past failing
+cells; then
 `python tools/compare_records.py LESSON DIR` compares the records with the stored reference run,
 which is how the course checks that a right answer earns its points on another machine.
 
@@ -48,12 +50,17 @@ def main() -> int:
     parser.add_argument("--stop-after", type=int, default=None, help="the last cell index to run")
     parser.add_argument("--record", type=Path, default=None,
                         help="record the tests' checks here, as while grading")
+    parser.add_argument("--graded", action="store_true",
+                        help="with --record: run the test cells as a submission's are graded (no expected values)")
     args = parser.parse_args()
+    sources: dict[str, str] = {}
     os.environ.setdefault("MPLBACKEND", "Agg")
     if args.record is not None:
         from course_lib.grading import RECORD_ENV
         os.environ[RECORD_ENV] = str(args.record.resolve())
         os.environ["COURSE_GRADING"] = "1"
+        from grader.graded_source import notebook_sources
+        sources = notebook_sources(args.notebook, "grading" if args.graded else "reference")
     os.chdir(args.notebook.parent)            # notebooks read and write beside themselves
     sys.path.insert(0, ".")
     namespace: dict = {"__name__": "__main__"}
@@ -63,8 +70,9 @@ def main() -> int:
             break
         print(f"\n--- cell {index}" + (f" (test {test})" if test else ""), flush=True)
         if test and args.record is not None:
-            from course_lib.grading import begin_checks
-            begin_checks(test)
+            from course_lib.grading import announcement
+            exec(announcement(test), namespace)  # noqa: S102 (as the grader announces a test cell)
+            source = sources.get(test, source)
         start = time.perf_counter()
         filename = f"<cell {index}>"
         # as IPython does: the source is findable, which inspect (and so @triton.jit) needs

@@ -366,13 +366,16 @@ class RoundTripPolicyOff(RoundTripAttacks):
     classmate = "policy-off-zz-honest-classmate"
 
     def test_without_the_policy_the_replay_alone_zeroes_attacks_on_the_verdict(self, graded):
-        """Answers that fool the kernel (a patched torch.isclose, no-op assert helpers) pass there;
-        replaying their recorded checks in the grader's process must fail them and say so."""
-        for attack in REPLAY_ATTACKS:
+        """Answers that patch what the kernel's checks use (torch.isclose, the assert helpers or
+        their code) gain nothing: the kernel holds no expected value and judges nothing, the
+        grader replays every check against the instructor's run. Each scores 0, and the grader
+        names what was changed, before which cell."""
+        for attack, changed in zip(REPLAY_ATTACKS, ("torch.isclose", "the notebook's assert_tensor_close",
+                                                    "course_lib.grading.assert_tensor_close"), strict=True):
             result = graded["results"][f"policy-off-{attack}"]
             assert result.auto_score == 0.0, f"{attack} scored {result.auto_score}: the replay did not hold"
-            replayed = [f for f in result.flags if "failed the grader's replay" in f]
-            assert replayed, f"{attack}: no cell was overturned by the replay: {result.flags}"
+            named = [f for f in result.flags if "grading machinery changed" in f and changed in f]
+            assert named, f"{attack}: no flag names {changed}: {result.flags}"
 
     def test_attacks_on_the_machine_and_the_batch_are_contained_and_flagged(self, graded):
         """With the policy off, only the sandbox and the grader stand between these and the
@@ -416,9 +419,12 @@ class RoundTripPolicyOff(RoundTripAttacks):
         assert any("not what the recorder writes" in f for f in self._flags(graded, "forges-records")), \
             self._flags(graded, "forges-records")
 
-    def test_expected_values_changed_in_the_kernel_score_zero_with_a_flag(self, graded):
+    def test_a_torch_function_the_tests_once_used_for_expected_values_is_patched_in_vain(self, graded):
+        """The kernel no longer computes expected values, so patching torch.softmax changes no
+        verdict: the wrong answer scores 0, and the patch is named."""
+        assert graded["results"]["policy-off-patches-expected"].auto_score == 0.0
         flags = self._flags(graded, "patches-expected")
-        assert any("other inputs than the instructor's run" in f for f in flags), flags
+        assert any("grading machinery changed" in f and "torch.softmax" in f for f in flags), flags
 
     def test_filling_the_private_tmp_hits_its_limit_and_is_flagged(self, graded):
         flags = self._flags(graded, "fills-tmp")

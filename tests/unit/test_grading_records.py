@@ -207,10 +207,91 @@ def test_other_inputs_score_zero_and_are_flagged_whatever_the_kernel_computed():
     failure, notes = verdicts.compare(REFERENCE, drifted)["a"]
     assert failure is not None
     assert "other inputs than the instructor's run" in failure, failure
-    assert notes == [verdicts.OTHER_INPUTS]
+    assert notes == [verdicts.JUDGED_IN_KERNEL, verdicts.OTHER_INPUTS]
     drifted_and_wrong = [_record("a", "number", 4.0, 5.0), *REFERENCE[1:]]  # failed in the kernel too
     failure, notes = verdicts.compare(REFERENCE, drifted_and_wrong)["a"]
     assert failure is not None
-    assert notes == [], "an answer that failed against its own kernel's value is an ordinary failure"
+    assert notes == [verdicts.JUDGED_IN_KERNEL], "an answer that failed against its own kernel's value is an ordinary failure"
     untouched = verdicts.compare(REFERENCE, REFERENCE)["a"]
     assert untouched == (None, [])
+
+
+def _inputs(cell, label, **digests):
+    return {"cell": cell, "kind": "inputs", "actual": label, "expected": digests, "options": {}}
+
+
+def test_a_withheld_expected_value_is_judged_against_the_reference_alone():
+    """While grading, the kernel records WITHHELD as every expected value: the verdict is the
+    reference's, and the inputs records say whether the test ran on the instructor's inputs."""
+    reference = [_inputs("a", "f", **{"0": "aaaa"}), *REFERENCE[:2]]
+    right = [_inputs("a", "f", **{"0": "aaaa"}), _record("a", "number", 1.0, grading.WITHHELD),
+             _record("a", "equal", [1], grading.WITHHELD)]
+    assert verdicts.compare(reference, right)["a"] == (None, [])
+    wrong = [right[0], _record("a", "number", 2.0, grading.WITHHELD), right[2]]
+    failure, notes = verdicts.compare(reference, wrong)["a"]
+    assert failure.startswith("first: expected 1, got 2"), failure
+    assert notes == [], "a wrong value on the instructor's inputs is an ordinary failure: no flag"
+    drifted = [_inputs("a", "f", **{"0": "bbbb"}), *wrong[1:]]
+    failure, notes = verdicts.compare(reference, drifted)["a"]
+    assert "other inputs than the instructor's run" in failure, failure
+    assert "argument 0" in failure, failure
+    assert notes == [verdicts.OTHER_INPUTS]
+    assert verdicts.compare(reference, [drifted[0], *right[1:]])["a"] == (None, []), \
+        "other inputs with every check passing is no failure"
+
+
+def test_checks_given_withheld_record_the_value_and_judge_nothing(recording):
+    begin_checks("cell-1")
+    assert_tensor_close(torch.ones(2), grading.WITHHELD)  # would fail against any expected value
+    assert_shape(torch.ones(2, 3), grading.WITHHELD)
+    assert_equal("anything", grading.WITHHELD)
+    assert_number_close(3.0, grading.WITHHELD)
+    assert_sequence_equal([1], grading.WITHHELD)
+    records = read_records(recording)
+    assert [r["kind"] for r in records] == ["close", "shape", "equal", "number", "sequence"]
+    assert all(r["expected"] is grading.WITHHELD for r in records)
+    assert records[1]["actual"].tolist() == [2, 3]
+
+
+def test_record_inputs_fingerprints_the_arguments_it_is_told_to(recording):
+    calls = []
+
+    def f(x, y, scale=1.0):
+        calls.append((x, y, scale))
+        x.add_(1)  # the learner changes its input in place: recorded before, so it does not show
+        return x * scale
+
+    begin_checks("cell-1")
+    x = torch.zeros(3)
+    grading.record_inputs(f, "f", (0,), ("scale",))(x, torch.ones(2), scale=2.0)
+    grading.record_inputs(f, "f", (0,), ("scale",))(torch.zeros(3), torch.ones(2), scale=2.0)
+    grading.record_inputs(f, "f", (0,), ("scale",))(torch.zeros(3), torch.ones(2), scale=3.0)
+    first, second, third = read_records(recording)
+    assert len(calls) == 3
+    assert first["kind"] == "inputs"
+    assert first["actual"] == "f"
+    assert set(first["expected"]) == {"0", "scale"}
+    assert first["expected"] == second["expected"], "equal arguments, equal fingerprints"
+    assert third["expected"]["scale"] != first["expected"]["scale"]
+    assert grading.record_inputs(f, "f", (0,), ()) is not f
+    grading._recorder.cell = None
+    assert grading.record_inputs(f, "f", (0,), ()) is f, "outside a graded test cell nothing is wrapped"
+
+
+def test_a_change_to_the_grading_machinery_is_recorded_and_flagged(recording, monkeypatch):
+    """Before each test cell the grader records what of torch and the helpers was replaced; the
+    verdicts do not depend on it, the instructor is told."""
+    namespace = {"assert_tensor_close": assert_tensor_close}
+    exec(grading.announcement("cell-1"), namespace)  # noqa: S102
+    assert read_records(recording) == [], "nothing changed, nothing recorded"
+    monkeypatch.setattr(torch, "isclose", lambda *args, **kwargs: True)
+    namespace["assert_equal"] = lambda *args, **kwargs: None
+    exec(grading.announcement("cell-2"), namespace)  # noqa: S102
+    (record,) = read_records(recording)
+    assert record["kind"] == "machinery"
+    assert record["actual"] == ["torch.isclose", "the notebook's assert_equal"]
+    reference = [_record("cell-2", "number", 1.0, 1.0)]
+    learner = [record, _record("cell-2", "number", 1.0, grading.WITHHELD)]
+    failure, notes = verdicts.compare(reference, learner)["cell-2"]
+    assert failure is None, "the machinery record is not a check"
+    assert notes == [f"{verdicts.MACHINERY}: torch.isclose, the notebook's assert_equal"]
