@@ -13,9 +13,10 @@ and largest error, which is what a learner needs to find the bug.
 While grading, the verdict is not left to the learner's process. The grader sets
 `COURSE_GRADING_RECORD` to a folder and announces each test cell (`begin_checks`); every helper
 then writes what it was given (tensors as safetensors, everything else as tagged JSON, never
-pickle) before it compares. The grader runs the instructor's solution the same way and compares
-the two records in its own process with these same helpers (`tools/verdicts.py`), so a check
-that was skipped, neutered or fooled in the learner's kernel still fails there.
+pickle). The instructor's solution runs the tests as written; a submission runs them with every
+expected value replaced by `WITHHELD` (grader/graded_source.py), so its process never computes
+or holds one, and a helper given `WITHHELD` only records the learner's value. The grader compares
+the two records in its own process with these same helpers (grader/verdicts.py).
 """
 
 from __future__ import annotations

@@ -42,7 +42,14 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.cells import cell_source, is_answer_cell, is_test_cell, nbgrader_meta
+from grader.cells import (
+    END_HIDDEN_TESTS_MARKER,
+    HIDDEN_TESTS_MARKER,
+    cell_source,
+    is_answer_cell,
+    is_test_cell,
+    nbgrader_meta,
+)
 
 #: The checks and the position / keyword of their expected value.
 CHECKS = {"assert_tensor_close": (1, "expected"), "assert_equal": (1, "expected"),
@@ -540,8 +547,14 @@ def graded_sources(nb, mode: str) -> dict[str, str]:
                     break
             swept.append(_Sweep({id(u.node) for u in program.units if u.removable and not u.live}).visit(tree))
         trees = swept
-    return {grade_id: ast.unparse(ast.fix_missing_locations(tree)) + "\n"
-            for (grade_id, _), tree in zip(tests, trees, strict=True)}
+    hidden = {nbgrader_meta(c)["grade_id"] for c in _cells(nb) if is_test_cell(c) and HIDDEN_TESTS_MARKER in cell_source(c)}
+    sources = {}
+    for (grade_id, _), tree in zip(tests, trees, strict=True):
+        source = ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+        if grade_id in hidden:  # the markers stay: the linecache scrub and the feedback look for them
+            source = f"{HIDDEN_TESTS_MARKER}\n{source}{END_HIDDEN_TESTS_MARKER}\n"
+        sources[grade_id] = source
+    return sources
 
 
 def _words(source: str) -> set[str]:
@@ -582,3 +595,12 @@ def lesson_sources_from_env(notebook: str) -> dict[str, str] | None:
     if not path:
         return None
     return json.loads(Path(path).read_text()).get(Path(notebook).stem)
+
+
+def graded_sources_of(root: Path, lesson: str, notebook: str) -> dict[str, str]:
+    """The grading-mode sources a batch wrote for a lesson's notebook ({} if none)."""
+    path = lesson_sources_path(root, lesson)
+    try:
+        return json.loads(path.read_text()).get(Path(notebook).stem, {}) if lesson else {}
+    except (OSError, ValueError):
+        return {}

@@ -8,13 +8,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from nbclient.util import run_sync
 from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 
 from course_lib.grading import announcement
 from grader.cells import MARKER_WORDS
-from grader.graded_source import lesson_sources_from_env
+from grader.graded_source import graded_sources_of, lesson_sources_from_env
 
 
 class TagTestCellsRaisesException(NbGraderPreprocessor):
@@ -60,9 +62,15 @@ class RedactFeedback(NbGraderPreprocessor):
         hidden_cells = [c for c in nb.cells if c.cell_type == "code" and self.MARKERS[0] in c.source
                         and c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")]
         hidden_lines = set()
+        # the hidden cells as written, and as the kernel ran them while grading (grader/graded_source.py)
+        graded = graded_sources_of(Path.cwd(), resources.get("nbgrader", {}).get("assignment") or "",
+                                   resources.get("nbgrader", {}).get("notebook") or "")
         for cell in hidden_cells:
-            region = cell.source.split(self.MARKERS[0], 1)[1].split(self.MARKERS[1], 1)[0]
-            hidden_lines |= {line.strip() for line in region.splitlines() if len(line.strip()) >= 12}
+            for source in (cell.source, graded.get(cell.metadata["nbgrader"].get("grade_id"), "")):
+                if self.MARKERS[0] not in source:
+                    continue
+                region = source.split(self.MARKERS[0], 1)[1].split(self.MARKERS[1], 1)[0]
+                hidden_lines |= {line.strip() for line in region.splitlines() if len(line.strip()) >= 12}
         hidden_ids = {id(cell) for cell in hidden_cells}
         for cell in nb.cells:
             if id(cell) in hidden_ids:

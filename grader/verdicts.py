@@ -5,31 +5,31 @@ reports (nbgrader reads pass or fail from the kernel) is only as good as the ans
 The answer policy (grader/answer_policy.py) and the sandbox (grader/sandbox.py) narrow what an
 answer can do; this module takes the verdict itself out of its reach:
 
-1. While grading, every check a test cell makes through `course_lib.grading`'s helpers is
-   recorded before it is evaluated: the learner's value, the expected value and the check's
-   options (safetensors for tensors, tagged JSON for the rest; nothing is unpickled).
-   `nbgrader_config.py` announces each graded test cell to the kernel (`begin_checks`).
-2. The instructor's solution is run the same way: `make execute-solutions` stores its records
-   in reference-checks/<lesson>/ with a key (the hash of the solution's code and of the
+1. The instructor's solution runs with recording on: every check a test cell makes through
+   `course_lib.grading`'s helpers records the value, the expected value and the check's options
+   (safetensors for tensors, tagged JSON for the rest; nothing is unpickled), and every call of
+   the learner's code a fingerprint of the arguments the test built (grader/graded_source.py,
+   mode "reference"). `make execute-solutions` stores these records in
+   reference-checks/<lesson>/ with a key (the hash of the solution's code and of the
    `course_lib` modules the lesson imports, `reference_key`) and the machine it ran on
    (`machine_fingerprint`). When the key is stale, or the grading machine is another kind
    (another CPU vendor or instruction set, another torch or NumPy: float32 results differ in
    the last bits, and a training run drifts further), grading runs the solution once on this
    machine and caches the result (`reference_records`): a right answer is judged against the
-   instructor's solution run where the answer ran. Its records are the trusted expected
-   values, options and number of checks per cell.
+   instructor's solution run where the answer ran.
+2. A submission's kernel runs each test cell without its expected values (mode "grading"):
+   each check records the learner's value with WITHHELD and judges nothing, and what only
+   computed expected values is not run. Each graded test cell is announced to the kernel first
+   (`begin_checks`), which also records whether the grading machinery was replaced.
 3. `compare` replays, in this process, each of the learner's recorded values against the
-   reference's expected value with the same helper, so a failure carries the same message as
-   in the notebook. A cell passes only if it made as many checks as the reference, of the same
-   kinds, and each passed.
-4. `apply` lowers to 0 the gradebook score of every cell that the kernel reported as passed
-   but that fails here, and flags it. It never raises a score.
-
-When the expected value computed in the learner's kernel differs from the reference's, the
-test ran on other inputs than the instructor's (its values were tampered with, or the answer
-drew from the random state the tests rely on): the cell scores 0 and is flagged, never judged
-against values the learner's process computed. Hidden tests seed their own inputs, so an
-honest answer does not get there.
+   reference's expected value with the same helper and the reference's options, so a failure
+   carries the same message as in the notebook. A cell passes only if it made as many checks
+   as the reference, of the same kinds, and each passed. A failure while the learner's code was
+   given other inputs than in the reference says so (OTHER_INPUTS).
+4. `apply` lowers to 0 the gradebook score of every cell that fails here and writes why into the
+   graded notebook. It never raises a score. It flags other inputs, a replaced grading
+   machinery, and (for a kernel that ran a test with its expected values, outside `make
+   autograde`) a cell that passed there and fails here.
 """
 
 from __future__ import annotations

@@ -178,3 +178,11 @@ def test_every_check_of_every_lesson_is_graded_with_its_expected_value_withheld(
                     assert len(node.args) == 2, f"{grade_id}: {ast.unparse(node)}"
                     assert not node.keywords, f"{grade_id}: {ast.unparse(node)}"
                     assert ast.unparse(node.args[1]).endswith(".WITHHELD"), f"{grade_id}: {ast.unparse(node)}"
+
+
+def test_a_hidden_test_keeps_its_markers_so_the_scrub_and_the_feedback_find_it():
+    nb = _notebook(ANSWER, "### BEGIN HIDDEN TESTS\nassert_equal(double(1), ref.double(1))\n### END HIDDEN TESTS\n")
+    source = graded_sources(nb, "grading")["test0"]
+    lines = source.splitlines()
+    assert lines[0] == "### BEGIN HIDDEN TESTS", source
+    assert lines[-1] == "### END HIDDEN TESTS", source
