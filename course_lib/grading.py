@@ -365,7 +365,6 @@ def _unchanged(before: tuple[Any, Any], now: tuple[Any, Any] | None) -> bool:
     return False
 
 
-_MACHINERY = _machinery()  # taken when the notebook imports the helpers, before any answer runs
 #: The helpers test cells call by their notebook names.
 HELPER_NAMES = ("assert_tensor_close", "assert_equal", "assert_sequence_equal", "assert_number_close",
                 "assert_shape", "assert_true", "assert_raises", "forbid", "reports_errors", "case")
@@ -741,3 +740,6 @@ def reports_errors(function: Callable, name: str | None = None) -> Callable:
 
     reporting.__reports_errors__ = True  # type: ignore[attr-defined]
     return reporting
+
+
+_MACHINERY = _machinery()  # taken when the notebook imports the helpers, before any answer runs

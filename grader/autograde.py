@@ -496,6 +496,8 @@ def replay_verdicts(root: Path, lesson: str, student: str, reference: dict[str, 
     if not isinstance(records, str) and (forged := out_of_order(records, order)):
         flags.append(f"its check records are not what the recorder writes (checks out of order or repeated in "
                      f"{', '.join(forged[:3])}): written by the submission's code? Review by hand")
+    if isinstance(records, str):  # every test cell fails the replay: say why once
+        flags.append(f"{records}: every test cell scores 0; review by hand")
     for notebook, expected in reference.items():
         if isinstance(records, str):
             results = {cell: (records, []) for cell in {r["cell"] for r in expected}}

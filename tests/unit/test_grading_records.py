@@ -285,13 +285,15 @@ def test_a_change_to_the_grading_machinery_is_recorded_and_flagged(recording, mo
     exec(grading.announcement("cell-1"), namespace)  # noqa: S102
     assert read_records(recording) == [], "nothing changed, nothing recorded"
     monkeypatch.setattr(torch, "isclose", lambda *args, **kwargs: True)
+    monkeypatch.setattr(grading.assert_number_close, "__code__", (lambda *args, **kwargs: None).__code__)
     namespace["assert_equal"] = lambda *args, **kwargs: None
     exec(grading.announcement("cell-2"), namespace)  # noqa: S102
     (record,) = read_records(recording)
     assert record["kind"] == "machinery"
-    assert record["actual"] == ["torch.isclose", "the notebook's assert_equal"]
+    changed = ["course_lib.grading.assert_number_close", "torch.isclose", "the notebook's assert_equal"]
+    assert record["actual"] == changed
     reference = [_record("cell-2", "number", 1.0, 1.0)]
     learner = [record, _record("cell-2", "number", 1.0, grading.WITHHELD)]
     failure, notes = verdicts.compare(reference, learner)["cell-2"]
     assert failure is None, "the machinery record is not a check"
-    assert notes == [f"{verdicts.MACHINERY}: torch.isclose, the notebook's assert_equal"]
+    assert notes == [f"{verdicts.MACHINERY}: {', '.join(changed)}"]
