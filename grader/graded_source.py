@@ -454,7 +454,10 @@ def _positions(tree: ast.AST) -> list[tuple[tuple[int, int], ast.Call, ast.AST |
 
 
 def _is_learner_call(call: ast.Call, learner: set[str]) -> bool:
-    return _base_name(call.func) in learner and isinstance(call.func, (ast.Name, ast.Attribute))
+    """A call of the learner's code by name: `attention(q, k, v)`, `model(x)`. Method calls
+    (`sizes.append(n)`, `model.generate(...)`) are not fingerprinted: their receiver may be a
+    value the learner's code made, and their arguments measurements of it."""
+    return isinstance(call.func, ast.Name) and call.func.id in learner
 
 
 def _given(node: ast.AST) -> set[str]:

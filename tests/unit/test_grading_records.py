@@ -220,24 +220,36 @@ def _inputs(cell, label, **digests):
     return {"cell": cell, "kind": "inputs", "actual": label, "expected": digests, "options": {}}
 
 
+def _numbered(records):
+    """Records as the recorder numbers them: 0, 1, 2, ... within each cell."""
+    counts = {}
+    for record in records:
+        record["index"] = counts[record["cell"]] = counts.get(record["cell"], -1) + 1
+    return records
+
+
 def test_a_withheld_expected_value_is_judged_against_the_reference_alone():
     """While grading, the kernel records WITHHELD as every expected value: the verdict is the
     reference's, and the inputs records say whether the test ran on the instructor's inputs."""
-    reference = [_inputs("a", "f", **{"0": "aaaa"}), *REFERENCE[:2]]
-    right = [_inputs("a", "f", **{"0": "aaaa"}), _record("a", "number", 1.0, grading.WITHHELD),
-             _record("a", "equal", [1], grading.WITHHELD)]
+    reference = _numbered([_inputs("a", "f", **{"0": "aaaa"}), *(dict(r) for r in REFERENCE[:2]),
+                           _inputs("a", "f", **{"0": "cccc"})])
+    right = _numbered([_inputs("a", "f", **{"0": "aaaa"}), _record("a", "number", 1.0, grading.WITHHELD),
+                       _record("a", "equal", [1], grading.WITHHELD), _inputs("a", "f", **{"0": "cccc"})])
     assert verdicts.compare(reference, right)["a"] == (None, [])
-    wrong = [right[0], _record("a", "number", 2.0, grading.WITHHELD), right[2]]
+    wrong = _numbered([right[0], _record("a", "number", 2.0, grading.WITHHELD), *right[2:]])
     failure, notes = verdicts.compare(reference, wrong)["a"]
     assert failure.startswith("first: expected 1, got 2"), failure
     assert notes == [], "a wrong value on the instructor's inputs is an ordinary failure: no flag"
-    drifted = [_inputs("a", "f", **{"0": "bbbb"}), *wrong[1:]]
+    drifted = _numbered([_inputs("a", "f", **{"0": "bbbb"}), *wrong[1:]])
     failure, notes = verdicts.compare(reference, drifted)["a"]
     assert "other inputs than the instructor's run" in failure, failure
     assert "argument 0" in failure, failure
     assert notes == [verdicts.OTHER_INPUTS]
     assert verdicts.compare(reference, [drifted[0], *right[1:]])["a"] == (None, []), \
         "other inputs with every check passing is no failure"
+    later = _numbered([*wrong[:3], _inputs("a", "f", **{"0": "dddd"})])
+    assert verdicts.compare(reference, later)["a"][1] == [], \
+        "inputs after the first failing check may differ because of it: no flag"
 
 
 def test_checks_given_withheld_record_the_value_and_judge_nothing(recording):
