@@ -19,14 +19,17 @@ expected value of the instructor's run (grader/verdicts.py). The instructor's ru
 same cell with its expected values kept (mode "reference").
 
 What is removed (mode "grading"):
-- the expected argument of every check (`assert_tensor_close`, `assert_equal`,
-  `assert_sequence_equal`, `assert_number_close`, `assert_shape`);
-- then every statement that only served those values: an assignment (or a method call on a
-  name, such as `expected.append(...)`) whose names nothing that remains reads, and that calls no
-  learner code. The notebook's other cells count as readers.
+- every argument of a check (`assert_tensor_close`, `assert_equal`, `assert_sequence_equal`,
+  `assert_number_close`, `assert_shape`) but the learner's value: the expected value becomes
+  WITHHELD, and tolerances, names and hints (which may quote it) go; the grader words a failure
+  with the instructor's run's;
+- then every statement that only served those values: an assignment (or a change such as
+  `expected.append(...)` to an object the cell made) whose names nothing that remains reads, that
+  calls no learner code and changes nothing shared; and in `for got, want in zip(gots, wants)`,
+  the sequence whose loop name nothing reads. The notebook's other cells count as readers.
 
-What is added (both modes): each call of the learner's code records a digest of the arguments the
-test built itself (not those derived from the learner's earlier results, nor those an earlier
+What is added (both modes): each call of the learner's code by name records a digest of the
+arguments the test built itself (not those derived from the learner's earlier results, nor those an earlier
 call of the learner's code could have changed in place). The grader compares them with the
 instructor's run: a check that fails on other inputs than the instructor's is flagged.
 
@@ -51,10 +54,8 @@ from grader.cells import (
     nbgrader_meta,
 )
 
-#: The checks and the position / keyword of their expected value.
-CHECKS = {"assert_tensor_close": (1, "expected"), "assert_equal": (1, "expected"),
-          "assert_sequence_equal": (1, "expected"), "assert_number_close": (1, "expected"),
-          "assert_shape": (1, "expected_shape")}
+#: The checks whose expected value (their second argument) the kernel never gets while grading.
+CHECKS = ("assert_tensor_close", "assert_equal", "assert_sequence_equal", "assert_number_close", "assert_shape")
 _GRADING = '__import__("course_lib.grading", fromlist=["_"])'
 #: The environment variable that names the JSON file of a lesson's graded sources (autograde).
 SOURCES_ENV = "COURSE_GRADED_SOURCES"
