@@ -633,7 +633,7 @@ def autograde(
                     raise RuntimeError(f"nbgrader generate_assignment {lesson} failed:\n{done.stdout}{done.stderr}")
         protected = {nb.name: protected_names(nb) for nb in (root / "notebooks" / lesson).glob("*.ipynb")}
         reference = verdicts.reference_records(root, lesson, cache=reference_cache, use_sandbox=use_sandbox)
-        graded_source.write_lesson_sources(root, lesson, graded_source.lesson_sources_path(root, lesson))
+        graded_source.write_lesson_sources(root, lesson)
         setup[lesson] = (reference, protected)
         folders = sorted((root / "submitted").glob(f"*/{lesson}"))
         mine = gradebook.shard_students([f.parent.name for f in folders], shard) if shard else None

@@ -42,6 +42,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -227,11 +228,6 @@ class _Unit:
     conditional: list[tuple[set[str], set[str]]] = field(default_factory=list)
 
 
-@dataclass
-class _Program:
-    units: list[_Unit] = field(default_factory=list)
-
-
 _VIEWS = {"view", "view_as", "reshape", "transpose", "permute", "expand", "expand_as", "narrow", "select",
           "unsqueeze", "squeeze", "flatten", "unflatten", "detach", "t", "diagonal", "unbind", "split", "chunk",
           "as_strided", "movedim", "swapaxes", "parameters", "named_parameters", "buffers", "modules", "children",
@@ -290,7 +286,7 @@ def _fresh_names(tree: ast.AST) -> set[str]:
     return fresh - (other | (_bound_anywhere(tree) - fresh))
 
 
-def _statement_units(body: list[ast.stmt], parent: _Unit | None, learner: set[str], program: _Program,
+def _statement_units(body: list[ast.stmt], parent: _Unit | None, learner: set[str], program: list[_Unit],
                      fresh: set[str]) -> None:
     for node in body:
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
@@ -305,20 +301,20 @@ def _statement_units(body: list[ast.stmt], parent: _Unit | None, learner: set[st
             # an object that may be another name's (a view, a loop variable) is changed in place
             keep = bool(_loads(node.value) & learner or defines & learner or not defines or changed - fresh
                         or (node.value is not None and _changes_shared(node.value, fresh)))
-            program.units.append(_Unit(node, defines, uses, root=keep, parent=parent, removable=not keep))
+            program.append(_Unit(node, defines, uses, root=keep, parent=parent, removable=not keep))
         elif (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
               and isinstance(node.value.func, ast.Attribute) and (base := _base_name(node.value.func)) is not None
               and base in fresh - learner and not (_loads(node.value) & learner)
               and not _changes_shared(node.value, fresh)):
             # expected.append(...), reference.load_state_dict(...): a change to a new object only
-            program.units.append(_Unit(node, {base}, _loads(node.value), root=False, parent=parent, removable=True))
+            program.append(_Unit(node, {base}, _loads(node.value), root=False, parent=parent, removable=True))
         elif isinstance(node, ast.ClassDef):  # whole: its attributes are read as Class.name
-            program.units.append(_Unit(node, {node.name}, _loads(node), root=False, parent=parent, removable=True))
+            program.append(_Unit(node, {node.name}, _loads(node), root=False, parent=parent, removable=True))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             header = set().union(*(_loads(d) for d in node.decorator_list))
             header |= set().union(*(_loads(d) for d in node.args.defaults + node.args.kw_defaults if d))
             unit = _Unit(node, {node.name}, header, root=False, parent=parent, removable=True)
-            program.units.append(unit)
+            program.append(unit)
             _statement_units(node.body, unit, learner, program, fresh)
         elif isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try)):
             header: set[str] = set()
@@ -339,29 +335,29 @@ def _statement_units(body: list[ast.stmt], parent: _Unit | None, learner: set[st
                 for handler in node.handlers:
                     header |= _loads(handler.type)
             unit = _Unit(node, defines, header, root=True, parent=parent, removable=False, conditional=conditional)
-            program.units.append(unit)
+            program.append(unit)
             for name in ("body", "orelse", "finalbody"):
                 _statement_units(getattr(node, name, []), unit, learner, program, fresh)
             for handler in getattr(node, "handlers", []):
                 _statement_units(handler.body, unit, learner, program, fresh)
         else:  # a call, return, raise, import, ...: always runs where its block runs
-            program.units.append(_Unit(node, set(), _loads(node), root=True, parent=parent, removable=False))
+            program.append(_Unit(node, set(), _loads(node), root=True, parent=parent, removable=False))
 
 
-def _liveness(program: _Program, outside_loads: set[str]) -> set[str]:
+def _liveness(program: list[_Unit], outside_loads: set[str]) -> set[str]:
     """Marks the units that must run; returns the names they read."""
     live_names = set(outside_loads)
     changed = True
     while changed:
         changed = False
-        for unit in program.units:
+        for unit in program:
             if unit.live or (unit.parent is not None and not unit.parent.live):
                 continue
             if unit.root or unit.defines & live_names:
                 unit.live = True
                 live_names |= unit.uses
                 changed = True
-        for unit in program.units:
+        for unit in program:
             if unit.live:
                 for names, reads in unit.conditional:
                     if names & live_names and not reads <= live_names:
@@ -544,12 +540,12 @@ def graded_sources(nb, mode: str) -> dict[str, str]:
         for n, (tree, learner) in enumerate(zip(trees, learners, strict=True)):
             readers = outside.union(*(f for m, f in enumerate(free) if m != n))
             while True:
-                program = _Program()
+                program: list[_Unit] = []
                 _statement_units(tree.body, None, learner, program, _fresh_names(tree))
                 live = _liveness(program, readers)
                 if not _prune_zips(tree, live):
                     break
-            swept.append(_Sweep({id(u.node) for u in program.units if u.removable and not u.live}).visit(tree))
+            swept.append(_Sweep({id(u.node) for u in program if u.removable and not u.live}).visit(tree))
         trees = swept
     hidden = {nbgrader_meta(c)["grade_id"] for c in _cells(nb) if is_test_cell(c) and HIDDEN_TESTS_MARKER in cell_source(c)}
     sources = {}
@@ -563,8 +559,6 @@ def graded_sources(nb, mode: str) -> dict[str, str]:
 
 def _words(source: str) -> set[str]:
     """Every identifier-like word of code that does not parse (IPython syntax): all may be read."""
-    import re
-
     return set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", source))
 
 
@@ -582,11 +576,12 @@ def lesson_sources_path(root: Path, lesson: str) -> Path:
     return root / ".grading" / "sources" / f"{lesson}.json"
 
 
-def write_lesson_sources(root: Path, lesson: str, destination: Path) -> Path:
+def write_lesson_sources(root: Path, lesson: str) -> Path:
     """The grading-mode sources of every notebook of a lesson, as JSON {notebook stem: {grade_id:
     source}}, for `ExecuteAnnouncingTestCells` (through SOURCES_ENV). Written atomically: shards
     of one course may write it at once."""
     sources = {p.stem: notebook_sources(p, "grading") for p in sorted((root / "solutions" / lesson).glob("*.ipynb"))}
+    destination = lesson_sources_path(root, lesson)
     destination.parent.mkdir(parents=True, exist_ok=True)
     partial = destination.with_name(f".{destination.name}.{os.getpid()}")
     partial.write_text(json.dumps(sources))
@@ -594,17 +589,21 @@ def write_lesson_sources(root: Path, lesson: str, destination: Path) -> Path:
     return destination
 
 
-def lesson_sources_from_env(notebook: str) -> dict[str, str] | None:
+def _read_sources(path: Path, notebook: str) -> dict[str, str]:
+    """A notebook's entry of a lesson's sources file ({} when there is none)."""
+    try:
+        return json.loads(path.read_text()).get(Path(notebook).stem, {})
+    except (OSError, ValueError):
+        return {}
+
+
+def lesson_sources_from_env(notebook: str) -> dict[str, str]:
+    """The grading-mode sources the batch named in SOURCES_ENV ({} outside `make autograde`,
+    where a plain nbgrader run must keep the tests' own expected values)."""
     path = os.environ.get(SOURCES_ENV)
-    if not path:
-        return None
-    return json.loads(Path(path).read_text()).get(Path(notebook).stem)
+    return _read_sources(Path(path), notebook) if path else {}
 
 
 def graded_sources_of(root: Path, lesson: str, notebook: str) -> dict[str, str]:
     """The grading-mode sources a batch wrote for a lesson's notebook ({} if none)."""
-    path = lesson_sources_path(root, lesson)
-    try:
-        return json.loads(path.read_text()).get(Path(notebook).stem, {}) if lesson else {}
-    except (OSError, ValueError):
-        return {}
+    return _read_sources(lesson_sources_path(root, lesson), notebook) if lesson else {}

@@ -125,7 +125,7 @@ class ExecuteAnnouncingTestCells(Execute):
 
     def preprocess(self, nb, resources, *args, **kwargs):
         notebook = resources.get("nbgrader", {}).get("notebook") or ""
-        self._graded_sources = lesson_sources_from_env(notebook) or {}
+        self._graded_sources = lesson_sources_from_env(notebook)
         return super().preprocess(nb, resources, *args, **kwargs)
 
     def preprocess_cell(self, cell, resources, index):
