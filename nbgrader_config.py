@@ -5,9 +5,15 @@ The preprocessors named here live in grader/nbgrader_plugins.py.
 
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.converters import Autograde, GenerateAssignment
-from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades
+from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades, SaveAutoGrades
 
-from grader.nbgrader_plugins import ExecuteAnnouncingTestCells, RedactFeedback, TagTestCellsRaisesException
+from grader.nbgrader_plugins import (
+    ExecuteAnnouncingTestCells,
+    RedactFeedback,
+    RequireCourseGrader,
+    ScoreTestCellsByErrors,
+    TagTestCellsRaisesException,
+)
 
 c = get_config()  # noqa: F821 (provided by traitlets)
 
@@ -20,8 +26,12 @@ c.CourseDirectory.release_directory = "notebooks"
 c.Execute.timeout = 120
 c.Execute.interrupt_on_timeout = True
 
-c.Autograde.autograde_preprocessors = [ExecuteAnnouncingTestCells if p is Execute else p
-                                      for p in Autograde.class_traits()["autograde_preprocessors"].default()]
+# Grading runs only under `make autograde` (grader/autograde.py): plain `nbgrader autograde` and the
+# Formgrader's button refuse before any cell runs. A test cell scores 0 only if it raised (a
+# warning on stderr costs nothing); grader/verdicts.py then replays its checks outside the kernel.
+_own = {Execute: ExecuteAnnouncingTestCells, SaveAutoGrades: ScoreTestCellsByErrors}
+c.Autograde.autograde_preprocessors = [RequireCourseGrader] + [
+    _own.get(p, p) for p in Autograde.class_traits()["autograde_preprocessors"].default()]
 c.GenerateAssignment.preprocessors = [*GenerateAssignment.class_traits()["preprocessors"].default(),
                                       TagTestCellsRaisesException]
 

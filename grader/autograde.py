@@ -50,6 +50,7 @@ from course_lib.grading import RECORD_ENV
 from grader import gradebook, graded_source, precheck, sandbox, verdicts
 from grader.answer_policy import notebook_definitions, policy_violations, withhold
 from grader.cells import is_answer_cell, is_test_cell, lesson_names, nbgrader_meta
+from grader.nbgrader_plugins import GRADER_RUN_ENV
 from grader.records import read_records
 from grader.sanitize import sanitize_file as sanitize_notebook
 
@@ -315,6 +316,7 @@ class ProcessWatch(threading.Thread):
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
+    env[GRADER_RUN_ENV] = "1"  # nbgrader's autograde refuses without it (nbgrader_plugins.RequireCourseGrader)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # nbgrader calls `alembic`
     return env
 

@@ -3,19 +3,27 @@
 - `TagTestCellsRaisesException` (release): "Run All" goes on past an unanswered exercise.
 - `ExecuteAnnouncingTestCells` (autograde): tells the kernel which graded test cell comes next,
   so that its recorded checks can be matched with the instructor's run (grader/verdicts.py).
+- `ScoreTestCellsByErrors` (autograde): a test cell scores 0 only when it raised; what the answer
+  wrote to stderr (a warning, a log line) is shown, never scored.
+- `RequireCourseGrader` (autograde): plain `nbgrader autograde`, and the Formgrader's button,
+  refuse to grade and name `make autograde`.
 - `RedactFeedback` (feedback): no hidden-test text in what a learner sees.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from nbclient.util import run_sync
 from nbformat import NotebookNode
-from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
 
 from course_lib.grading import announcement
 from grader.cells import MARKER_WORDS
+
+#: Set by grader/autograde.py in the environment of the nbgrader it runs (RequireCourseGrader).
+GRADER_RUN_ENV = "COURSE_GRADER_RUN"
 from grader.graded_source import graded_sources_of, lesson_sources_from_env
 
 
@@ -38,6 +46,47 @@ class TagTestCellsRaisesException(NbGraderPreprocessor):
             if "raises-exception" not in tags:
                 tags.append("raises-exception")
         return cell, resources
+
+def test_cell_score(cell: NotebookNode) -> float:
+    """A graded test cell's score before the grader's replay (grader/verdicts.py): 0 if it
+    raised, else its points. nbgrader's own rule also gives 0 to a cell that wrote to stderr,
+    which costs an honest answer its points for a `warnings.warn` or a log line, and it reads
+    partial credit from the cell's last value, which a test cell never states."""
+    points = float(cell.metadata["nbgrader"].get("points", 0) or 0)
+    return 0.0 if any(o.get("output_type") == "error" for o in cell.get("outputs", [])) else points
+
+
+class ScoreTestCellsByErrors(SaveAutoGrades):
+    """nbgrader's SaveAutoGrades, with `test_cell_score` for code cells (written answers keep
+    nbgrader's rule: no score until graded by hand)."""
+
+    def _add_score(self, cell, resources):
+        if cell.cell_type != "code":
+            return super()._add_score(cell, resources)
+        grade = self.gradebook.find_grade(cell.metadata["nbgrader"]["grade_id"], self.notebook_id,
+                                          self.assignment_id, self.student_id)
+        grade.auto_score = test_cell_score(cell)
+        grade.needs_manual_grade = grade.manual_score is not None
+        self.gradebook.db.commit()
+
+
+class RequireCourseGrader(NbGraderPreprocessor):
+    """First of the autograde preprocessors: nbgrader run by anything but the course's grader
+    (plain `nbgrader autograde`, the Formgrader's "Autograde" button) would execute a submission
+    with no sandbox, no answer policy and no verdicts outside the kernel. It refuses, before any
+    cell runs, and says what to run instead. grader/autograde.py sets GRADER_RUN_ENV for the
+    nbgrader it starts."""
+
+    MESSAGE = ("this course grades only through its own grader, which sandboxes each submission and "
+               "judges its checks outside the kernel: run `make autograde` (or `python -m grader "
+               "autograde LESSON`) in the course folder. Plain `nbgrader autograde` and the "
+               "Formgrader's Autograde button are turned off for this course (nbgrader_config.py).")
+
+    def preprocess(self, nb, resources):
+        if os.environ.get(GRADER_RUN_ENV) != "1":
+            raise RuntimeError(self.MESSAGE)
+        return nb, resources
+
 
 class RedactFeedback(NbGraderPreprocessor):
     """Feedback shows a learner nothing of the hidden tests. Runs before ClearHiddenTests.

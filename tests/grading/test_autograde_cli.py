@@ -35,3 +35,50 @@ def test_a_fresh_course_is_released_graded_reported_and_resumed(tmp_path, capsys
     assert ag.main([LESSON, "--root", str(tmp_path), "--resume", *flags]) == 0
     assert "ada" not in capsys.readouterr().out, "--resume must skip a submission already in the report"
     assert len(list(csv.DictReader(report.open()))) == 2
+
+
+FORMGRADER_AUTOGRADE = """
+import runpy, sys
+from traitlets.config import Config
+from nbgrader.apps.api import NbGraderAPI
+from nbgrader.coursedir import CourseDirectory
+config = Config()
+runpy.run_path("nbgrader_config.py", init_globals={"get_config": lambda: config})
+api = NbGraderAPI(coursedir=CourseDirectory(config=config, root="."), config=config)
+result = api.autograde(sys.argv[1], sys.argv[2])  # what the Formgrader's Autograde button calls
+print("success" if result["success"] else "refused", result.get("error", ""), result.get("log", ""))
+"""
+
+
+def test_plain_nbgrader_and_the_formgrader_button_refuse_and_name_make_autograde(tmp_path):
+    """Both routes would grade with no sandbox, no policy and no verdicts outside the kernel:
+    each refuses before any cell runs, names `make autograde`, and writes no grade."""
+    import os
+    import subprocess
+    import sys
+
+    from nbgrader.api import Gradebook, MissingEntry
+
+    shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
+    (tmp_path / "course_lib").symlink_to(ROOT / "course_lib")
+    shutil.copytree(ROOT / "solutions" / LESSON, tmp_path / "solutions" / LESSON)
+    submitted = tmp_path / "submitted" / "ada" / LESSON
+    submitted.mkdir(parents=True)
+    shutil.copy(ROOT / "solutions" / LESSON / f"{LESSON}.ipynb", submitted)
+    assert ag.nbgrader(tmp_path, "generate_assignment", LESSON, "--force").returncode == 0
+    env = {k: v for k, v in os.environ.items() if k != ag.GRADER_RUN_ENV}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    plain = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", LESSON, "--student", "ada"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert plain.returncode != 0, plain.stdout + plain.stderr
+    assert "make autograde" in plain.stdout + plain.stderr, plain.stdout + plain.stderr
+    button = subprocess.run([sys.executable, "-c", FORMGRADER_AUTOGRADE, LESSON, "ada"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert button.stdout.startswith("refused"), button.stdout + button.stderr
+    assert "make autograde" in button.stdout, button.stdout
+    with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gb:
+        try:
+            scores = [g.auto_score for g in gb.find_submission_notebook(LESSON, LESSON, "ada").grades]
+        except MissingEntry:
+            scores = []
+    assert all(s is None for s in scores), f"a refused route wrote grades: {scores}"

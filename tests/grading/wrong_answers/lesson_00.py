@@ -72,11 +72,14 @@ WRONG: dict[str, list[str]] = {
 
 # Right answers written differently from the solution: each must earn its exercise's full points.
 RIGHT: dict[str, str] = {
-    # idiom: a %timeit line left in, postponed annotations
+    # idiom: a %timeit line left in, postponed annotations, a warning (stderr) in a hidden test
     "softmax_answer": """
         from __future__ import annotations
+        import warnings
 
         def stable_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+            if x.dtype == torch.float64:
+                warnings.warn("stable_softmax: float64 input, float64 output", stacklevel=2)
             moved = torch.movedim(x, dim, -1)                   # the normalised axis last
             top = torch.max(moved, dim=-1, keepdim=True).values
             e = torch.exp(torch.sub(moved, top))
@@ -84,13 +87,25 @@ RIGHT: dict[str, str] = {
 
         %timeit -n 1 -r 1 stable_softmax(torch.randn(4, 8))
     """,
-    # idiom: typing.Final, type(x).__name__ in an error, a __main__ self-check
+    # idiom: typing.Final, type(x).__name__ in an error, a __main__ self-check, `import __main__`
+    # in a helper, a log line and a print to stderr on every call
     "cross_entropy_answer": """
+        import logging
+        import sys
         from typing import Final
+
+        import __main__
+
+        log = logging.getLogger("my_cross_entropy")
+
+        def _in_notebook() -> bool:
+            return not hasattr(__main__, "__file__")
 
         def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
             if not isinstance(logits, torch.Tensor):
                 raise TypeError(f"logits must be a tensor, not {type(logits).__name__}")
+            log.warning("cross_entropy on %d rows (notebook: %s)", logits.shape[0], _in_notebook())
+            print(f"cross_entropy: logits of shape {tuple(logits.shape)}", file=sys.stderr)
             ROWS: Final = -1
             total = torch.zeros((), dtype=logits.dtype)
             for row, target in zip(logits, targets.tolist()):   # one row at a time
@@ -108,6 +123,7 @@ RIGHT: dict[str, str] = {
 # RIGHT answers written with an idiom careful people use: the answer policy must let each one
 # through (tests/unit/test_answer_policy.py counts them).
 IDIOMS: dict[str, str] = {
-    "softmax_answer": "a %timeit line left in, postponed annotations",
-    "cross_entropy_answer": "typing.Final, type(x).__name__ in an error, a __main__ self-check",
+    "softmax_answer": "a %timeit line left in, postponed annotations, warnings.warn",
+    "cross_entropy_answer": "typing.Final, type(x).__name__ in an error, a __main__ self-check, "
+                            "import __main__ in a helper, logging and print to stderr",
 }
