@@ -21,10 +21,10 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
 
 from course_lib.grading import announcement
 from grader.cells import MARKER_WORDS
+from grader.graded_source import graded_sources_of, lesson_sources_from_env
 
 #: Set by grader/autograde.py in the environment of the nbgrader it runs (RequireCourseGrader).
 GRADER_RUN_ENV = "COURSE_GRADER_RUN"
-from grader.graded_source import graded_sources_of, lesson_sources_from_env
 
 
 class TagTestCellsRaisesException(NbGraderPreprocessor):
