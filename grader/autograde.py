@@ -500,6 +500,10 @@ def replay_verdicts(root: Path, lesson: str, student: str, reference: dict[str, 
                      f"{', '.join(forged[:3])}): written by the submission's code? Review by hand")
     if isinstance(records, str):  # every test cell fails the replay: say why once
         flags.append(f"{records}: every test cell scores 0; review by hand")
+    else:
+        orphans = [r["actual"] for r in records if r["cell"] is None]  # unreadable, and no cell to charge it to
+        if orphans:
+            flags.append(f"its check records begin with {len(orphans)} unreadable line(s) ({orphans[0]}); review by hand")
     for notebook, expected in reference.items():
         if isinstance(records, str):
             results = {cell: (records, []) for cell in {r["cell"] for r in expected}}

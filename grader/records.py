@@ -67,27 +67,114 @@ def decode_value(encoded: Any, tensors: dict[str, torch.Tensor]) -> Any:
     raise ValueError(f"unknown tag {tag!r} in a recorded value")
 
 
+#: The kinds of record the recorder writes (course_lib.grading): checks, and two side records.
+KINDS = frozenset({"close", "shape", "sequence", "equal", "number", "true", "raises", "inputs", "machinery"})
+#: A record that failed the schema (`validate_record`): its cell scores 0 and is flagged.
+UNREADABLE = "unreadable"
+_KEYS = frozenset({"cell", "index", "kind", "actual", "expected", "options", "tensors", "prefix"})
+_TAGS = frozenset({"tensor", "value", "float", "bytes", "list", "tuple", "dict", "opaque", "withheld"})
+_MAX_DEPTH = 32
+
+
+def _value_problem(encoded: Any, tensors: dict[str, torch.Tensor], depth: int = 0) -> str | None:
+    """Why `encoded` is not a value `encode_value` writes, or None."""
+    if depth > _MAX_DEPTH:
+        return f"a value nested more than {_MAX_DEPTH} deep"
+    if not isinstance(encoded, dict) or len(encoded) != 1:
+        return "a value that is not a one-key object"
+    (tag, payload), = encoded.items()
+    if tag not in _TAGS:
+        return f"an unknown value tag {str(tag)[:40]!r}"
+    if tag == "tensor":
+        return None if isinstance(payload, str) and payload in tensors else "a tensor missing from its file"
+    if tag == "value":
+        return None if payload is None or type(payload) in (bool, int, str) else "a plain value of another type"
+    if tag in ("float", "bytes", "opaque"):
+        if not isinstance(payload, str):
+            return f"a {tag} that is not text"
+        try:
+            float(payload) if tag == "float" else bytes.fromhex(payload) if tag == "bytes" else None
+        except ValueError:
+            return f"a malformed {tag}"
+        return None
+    if tag == "withheld":
+        return None if payload is True else "a malformed withheld value"
+    if not isinstance(payload, list):
+        return f"a {tag} that is not a list"
+    items = payload if tag != "dict" else [kv for pair in payload for kv in (pair if isinstance(pair, list) and len(pair) == 2 else [None])]
+    for item in items:
+        if (problem := _value_problem(item, tensors, depth + 1)) is not None:
+            return problem
+    return None
+
+
+def validate_record(entry: Any, tensors: dict[str, torch.Tensor]) -> str | None:
+    """Why one line of a records file is not a record the recorder writes, or None. The one
+    schema every record is read through, the instructor's and a submission's alike: an object with
+    a cell name, a non-negative index, a known kind, two values (`encode_value`), options of
+    plain values, and where its tensors are."""
+    if not isinstance(entry, dict):
+        return "a record that is not an object"
+    if missing := {"cell", "index", "kind", "actual", "expected"} - entry.keys():
+        return f"a record without {', '.join(sorted(missing))}"
+    if extra := entry.keys() - _KEYS:
+        return f"a record with unknown fields ({', '.join(sorted(map(str, extra)))[:80]})"
+    if not isinstance(entry["cell"], str) or not 0 < len(entry["cell"]) <= 200:
+        return "a record whose cell is not a name"
+    if type(entry["index"]) is not int or entry["index"] < 0:
+        return "a record whose index is not a non-negative integer"
+    if entry["kind"] not in KINDS:
+        return f"a record of unknown kind {str(entry['kind'])[:40]!r}"
+    options = entry.get("options", {})
+    if not isinstance(options, dict) or not all(
+            isinstance(k, str) and (v is None or type(v) in (bool, int, float, str)) for k, v in options.items()):
+        return "a record whose options are not plain values by name"
+    if not isinstance(entry.get("tensors"), (str, type(None))) or not isinstance(entry.get("prefix", ""), str):
+        return "a record whose tensor file is not a name"
+    for field in ("actual", "expected"):
+        if (problem := _value_problem(entry[field], tensors)) is not None:
+            return f"a record whose {field} value is {problem}"
+    return None
+
+
 def read_records(folder: Path) -> list[dict]:
-    """Every check recorded in `folder`, with its values decoded."""
+    """Every check recorded in `folder`, with its values decoded. Nothing in the folder can make
+    this raise past its own checks: a line that is not a valid record (`validate_record`) becomes a
+    record of kind UNREADABLE, with the cell of the line (or of the record before it) and the
+    problem, which scores that cell 0 (grader/verdicts.py)."""
     from safetensors.torch import load_file
 
     path = folder / RECORD_FILE
     if not path.exists():
         return []
     files: dict[str, dict[str, torch.Tensor]] = {}
-    records = []
-    for line in path.read_text().splitlines():
-        entry = json.loads(line)
-        tensors: dict[str, torch.Tensor] = {}
-        if entry.get("tensors"):
-            name = Path(entry["tensors"]).name  # never a path out of the folder
-            if name not in files:
-                files[name] = load_file(str(folder / name))
-            prefix = entry.get("prefix", "")
-            tensors = {k[len(prefix):]: v for k, v in files[name].items() if k.startswith(prefix)}
-        entry["actual"] = decode_value(entry["actual"], tensors)
-        entry["expected"] = decode_value(entry["expected"], tensors)
-        records.append(entry)
+    records: list[dict] = []
+    for line in path.read_text(errors="replace").splitlines():
+        entry: Any = None
+        try:
+            entry = json.loads(line)
+            tensors: dict[str, torch.Tensor] = {}
+            if isinstance(entry, dict) and isinstance(entry.get("tensors"), str) and entry["tensors"]:
+                name = Path(entry["tensors"]).name  # never a path out of the folder
+                if name not in files:
+                    files[name] = load_file(str(folder / name))
+                prefix = entry.get("prefix", "")
+                if isinstance(prefix, str):
+                    tensors = {k[len(prefix):]: v for k, v in files[name].items() if k.startswith(prefix)}
+            problem = validate_record(entry, tensors)
+            if problem is None:
+                entry["options"] = entry.get("options", {})
+                entry["actual"] = decode_value(entry["actual"], tensors)
+                entry["expected"] = decode_value(entry["expected"], tensors)
+                records.append(entry)
+                continue
+        except Exception as error:  # noqa: BLE001 (a records file can hold anything)
+            problem = f"a line that cannot be read ({type(error).__name__}: {str(error)[:80]})"
+        cell = entry.get("cell") if isinstance(entry, dict) else None
+        if not isinstance(cell, str) or not 0 < len(cell) <= 200:
+            cell = records[-1]["cell"] if records else None
+        records.append({"cell": cell, "index": -1, "kind": UNREADABLE, "actual": problem, "expected": None,
+                        "options": {}, "tensors": None})
     return records
 
 

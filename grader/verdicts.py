@@ -51,7 +51,7 @@ from course_lib.grading import RECORD_ENV, WITHHELD, announcement
 from grader import sandbox
 from grader.cells import is_test_cell, nbgrader_meta
 from grader.graded_source import graded_sources
-from grader.records import consolidate_records, read_records, replay_check
+from grader.records import UNREADABLE, consolidate_records, read_records, replay_check
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -304,7 +304,9 @@ def _same_expected(kind: str, mine, theirs, options: dict) -> bool:
 #: A note on a cell before which the kernel's grading machinery had been changed
 #: (`course_lib.grading.check_machinery`); followed by ": " and what changed.
 MACHINERY = "grading machinery changed"
-_SIDE_RECORDS = ("inputs", "machinery")
+_SIDE_RECORDS = ("inputs", "machinery", UNREADABLE)
+#: A note on a cell with a record that is not what the recorder writes (grader/records.py).
+UNREADABLE_RECORD = "unreadable record"
 
 
 def _split(records: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -342,6 +344,10 @@ def compare(reference: list[dict], learner: list[dict]) -> dict[str, tuple[str |
         notes: list[str] = _machinery_notes(theirs.get(cell, []))
         failure = None
         value_failed = False
+        unreadable = [r["actual"] for r in theirs.get(cell, []) if r["kind"] == UNREADABLE]
+        if unreadable:
+            verdicts[cell] = (f"{UNREADABLE_RECORD}: {unreadable[0]}", [UNREADABLE_RECORD])
+            continue
         for i, ref in enumerate(expected_checks):
             if i >= len(got_checks):
                 failure = (f"{len(got_checks)} of its {len(expected_checks)} checks ran" +
@@ -417,7 +423,7 @@ def apply(root: Path, lesson: str, student: str, notebook: str,
                                  "scored 0")
             elif " checks ran" not in failure:  # a value that failed: the first reason, before any later error
                 overturned[cell] = failure
-            if OTHER_INPUTS in notes:
+            if OTHER_INPUTS in notes or UNREADABLE_RECORD in notes:
                 flags.append(f"{cell}: {failure[:300]}; scored 0, review by hand")
         gb.db.commit()
     if overturned:  # the feedback shows why the cell scored 0

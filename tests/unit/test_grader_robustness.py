@@ -319,3 +319,41 @@ def test_a_lost_worker_costs_its_submission_only_and_nothing_it_half_wrote_is_me
     assert merged == ["b-next"], "the lost worker's gradebook copy was merged"
     assert forgotten == ["a-worker-dies"]
     assert not list((tmp_path / ag.gradebook.JOBS).rglob("*.db")), "a gradebook copy was left behind"
+
+
+# --- records outside the schema --------------------------------------------------------------
+
+def test_records_outside_the_schema_score_their_cell_0_and_never_raise(tmp_path):
+    """Every line of a records file is read through one schema: a record without a cell, of an
+    unknown kind, with a bad index, options or value tag, or a line that is not JSON, becomes an
+    'unreadable record' charged to its cell (or the record before it); the comparator and the
+    gradebook step never raise on it."""
+    import json
+
+    from course_lib.grading import RECORD_FILE
+    from grader.records import UNREADABLE, read_records
+
+    good = {"cell": "softmax_visible", "index": 0, "kind": "equal", "actual": {"value": 1},
+            "expected": {"withheld": True}, "options": {"name": "x"}, "tensors": None}
+    lines = [json.dumps(good),
+             json.dumps({k: v for k, v in good.items() if k != "cell"}),          # no cell: the one before
+             json.dumps({**good, "cell": "cross_entropy_visible", "kind": "eval"}),
+             json.dumps({**good, "cell": "a", "index": True}),
+             json.dumps({**good, "cell": "b", "actual": {"pickle": "gASV"}}),
+             json.dumps({**good, "cell": "c", "options": {"hint": ["a list"]}}),
+             json.dumps({**good, "cell": "d", "actual": {"tensor": "t9"}}),          # no such tensor
+             json.dumps({**good, "cell": "e", "actual": {"list": [{"list": []}] * 3, "x": 1}}),
+             "not json at all {", "[1, 2]"]
+    (tmp_path / RECORD_FILE).write_text("\n".join(lines) + "\n")
+    records = read_records(tmp_path)
+    assert records[0]["actual"] == 1 and records[0]["kind"] == "equal"
+    unreadable = [(r["cell"], r["actual"]) for r in records if r["kind"] == UNREADABLE]
+    assert [cell for cell, _ in unreadable] == ["softmax_visible", "cross_entropy_visible", "a", "b", "c", "d", "e",
+                                                "e", "e"]
+    assert "without cell" in unreadable[0][1] and "unknown kind 'eval'" in unreadable[1][1], unreadable
+    reference = [{**good, "expected": 1, "actual": 1},
+                 {**good, "cell": "cross_entropy_visible", "expected": 1, "actual": 1}]
+    results = verdicts.compare(reference, records)
+    assert results["softmax_visible"][0].startswith("unreadable record: a record without cell"), results
+    assert verdicts.UNREADABLE_RECORD in results["cross_entropy_visible"][1]
+    assert ag.out_of_order(records, ["softmax_visible", "cross_entropy_visible"]) != []
