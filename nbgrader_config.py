@@ -37,3 +37,10 @@ c.GenerateAssignment.preprocessors = [*GenerateAssignment.class_traits()["prepro
 
 # Feedback never shows hidden-test code, in the cells or in their outputs.
 c.GenerateFeedback.preprocessors = [GetGrades, RedactFeedback, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+
+# Every page nbgrader renders for this course (the Formgrader, feedback) sanitises what it renders,
+# whatever the graded notebook holds (grader/sanitize.py; the grader also cleans the notebook).
+c.HTMLExporter.sanitize_html = True
+c.HTMLExporter.filters = {"markdown2html": "grader.sanitize.render_markdown",
+                          "clean_html": "grader.sanitize.clean_html",
+                          "get_metadata": "grader.sanitize.numeric_metadata"}

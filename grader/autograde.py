@@ -872,8 +872,10 @@ def grade_submission(root: Path, lesson: str, student: str, reference: dict[str,
                 processes_left = []  # said once
                 removed = sanitize_notebook(notebook)
                 if removed:
-                    flags.append(f"its notebook held HTML or scripts that would run in the browser ({'; '.join(removed[:3])}): "
-                                 "removed before anyone views it; review by hand")
+                    flags.append(f"its notebook held HTML or scripts that would run or fetch in the browser "
+                                 f"({'; '.join(removed[:4])}{'; ...' if len(removed) > 4 else ''}): removed from the "
+                                 "graded notebook (markdown that renders so is shown as plain text), and the pages "
+                                 "that show it sanitise what they render; review by hand")
     finally:
         staged = root / STAGING / student / lesson
         _make_writable(staged)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from grader.autograde import nbgrader
 from grader.cells import lesson_names
+from grader.sanitize import add_content_security_policy, content_security_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,14 +32,39 @@ def _nbgrader(root: Path, *args: str, timeout: float = 600) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
+def feedback_policy(root: Path) -> str:
+    """The Content-Security-Policy of the feedback pages: only what nbgrader's feedback template
+    runs for a notebook with no cells (grader/sanitize.py)."""
+    import runpy
+
+    import nbformat
+    import nbgrader
+    from nbconvert.exporters import HTMLExporter
+    from traitlets.config import Config
+
+    config = Config()
+    runpy.run_path(str(root / "nbgrader_config.py"), init_globals={"get_config": lambda: config})
+    formgrader = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader"
+    config.HTMLExporter.template_name = "feedback"  # as nbgrader's GenerateFeedback sets them
+    config.HTMLExporter.extra_template_basedirs = [str(formgrader / "templates")]
+    config.HTMLExporter.extra_template_paths = [str(formgrader / "static" / "node_modules" / "bootstrap" / "dist" / "css")]
+    page, _ = HTMLExporter(config=config).from_notebook_node(
+        nbformat.v4.new_notebook(), resources={"nbgrader": {"notebook": "", "score": 0, "max_score": 0, "late_penalty": 0}})
+    return content_security_policy(page)
+
+
 def generate_feedback(root: Path, lessons: list[str]) -> tuple[list[str], list[str]]:
-    """(written, failed) as 'lesson/student' strings."""
+    """(written, failed) as 'lesson/student' strings. Each page carries the feedback policy (no
+    script but the template's own runs in it), besides what it renders being sanitised."""
     written, failed = [], []
+    policy = feedback_policy(root)
     for lesson in lessons:
         for graded in sorted((root / "autograded").glob(f"*/{lesson}")):
             student = graded.parent.name
             code, log = _nbgrader(root, "generate_feedback", lesson, "--student", student, "--force")
             if code == 0:
+                for page in (root / "feedback" / student / lesson).glob("*.html"):
+                    page.write_text(add_content_security_policy(page.read_text(), policy))
                 written.append(f"{lesson}/{student}")
             else:
                 lines = [line for line in log.splitlines() if line.strip()]

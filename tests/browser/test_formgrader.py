@@ -1,4 +1,4 @@
-"""The instructor's browser is safe: a submission's scripts never run in the Formgrader.
+"""The instructor's browser is safe: a submission's scripts never run in the Formgrader or its feedback.
 
 A submission whose answer displays `<script>` and `<img onerror>` HTML (and whose written answer
 holds the same) is autograded as `make autograde` does, then opened in the Formgrader of a
@@ -49,6 +49,17 @@ def _submission_notebook_id(course) -> str:
         return gb.find_submission_notebook(LESSON, LESSON, STUDENT).id
 
 
+def _live_markup(page) -> list[str]:
+    """The submission's event handlers and script links in the page's DOM, as the browser parsed it
+    (every payload of the attack fetches a 'pwned-by-...' address; the page's own handlers do not)."""
+    return page.evaluate("""() => [
+        ...[...document.querySelectorAll('*')].flatMap(e => [...e.attributes]
+            .filter(a => a.name.startsWith('on') && a.value.includes('pwned')).map(a => `${e.tagName} ${a.name}`)),
+        ...[...document.querySelectorAll('a[href]')].filter(a => /^\\s*javascript:/i.test(a.getAttribute('href')))
+            .map(a => `link ${a.getAttribute('href').slice(0, 40)}`),
+    ]""")
+
+
 def test_a_submissions_script_does_not_run_in_the_formgrader(graded_course, browser_path, tmp_path):
     from playwright.sync_api import sync_playwright
 
@@ -76,6 +87,20 @@ def test_a_submissions_script_does_not_run_in_the_formgrader(graded_course, brow
             contents = [r for r in requests if "/api/contents" in r or "pwned" in r]
             assert contents == [], f"the submission's code made requests from the instructor's page: {contents}"
             assert dialogs == []
+            assert _live_markup(page) == [], "the Formgrader's page holds a handler or a script link"
+            # the feedback page, as the learner (or the instructor) opens it from disk
+            from grader import feedback
+
+            written, failed = feedback.generate_feedback(graded_course, [LESSON])
+            assert failed == [] and written == [f"{LESSON}/{STUDENT}"], (written, failed)
+            blocked: list[str] = []
+            page.on("console", lambda m: blocked.append(m.text) if "Content Security Policy" in m.text else None)
+            page.goto((graded_course / "feedback" / STUDENT / LESSON / f"{LESSON}.html").as_uri())
+            page.wait_for_load_state("load")
+            time.sleep(1)
+            assert "My answer." in page.inner_text("body")
+            assert [r for r in requests if "pwned" in r] == [] and dialogs == []
+            assert _live_markup(page) == [], "the feedback page holds a handler or a script link"
         finally:
             browser.close()
     after = sorted(p.name for p in graded_course.rglob("*"))

@@ -272,6 +272,17 @@ _RIGHT_CROSS_ENTROPY = """
 XSS = ('<script>fetch("/api/contents/pwned-by-xss.txt", {method: "PUT", body: JSON.stringify({type: "file", '
        'format: "text", content: "x"})})</script><img src="x" onerror="fetch(\'/api/contents/pwned-by-img.txt\', '
        '{method: \'PUT\'})">')
+# Markdown that regular expressions over the source misread and the renderer makes live (issue 39),
+# and an image size that a template writes unquoted into the page.
+_PUT = "fetch('/api/contents/pwned-by-{}.txt', {{method: 'PUT'}})"
+MARKDOWN_XSS = "\n\n".join([
+    f"`a\n\n<img src=x onerror=\"{_PUT.format('code-span')}\">`",
+    f"``<img src=x onerror=\"{_PUT.format('double-backtick')}\">",
+    f"    ```\n<img src=x onerror=\"{_PUT.format('fake-fence')}\">\n    ```",
+    f"[entity](&#106;avascript:{_PUT.format('entity-link')})",
+    f"[reference][1]\n\n[1]: javascript:{_PUT.format('reference-link')}",
+])
+METADATA_XSS = f"1 onerror={_PUT.format('image-width').replace(' ', '')}"
 GRADING_ATTACKS: dict[str, tuple[dict[str, str], str | float]] = {
     # the file the grader reads its verdicts from, replaced by something that would block it
     "fifo-in-records": ({"softmax_answer": _code(_RIGHT_SOFTMAX, """
@@ -310,7 +321,10 @@ GRADING_ATTACKS: dict[str, tuple[dict[str, str], str | float]] = {
         from IPython.display import HTML, Markdown, display
         display(HTML({XSS!r}))
         display(Markdown({XSS!r}))
-    """), "stability_written": "My answer. " + XSS}, "softmax"),
+        display(Markdown({MARKDOWN_XSS!r}))
+        display({{"image/png": "iVBORw0KGgo=", "text/plain": "a plot"}}, raw=True,
+                metadata={{"image/png": {{"width": {METADATA_XSS!r}}}}})
+    """), "stability_written": "My answer. " + XSS + "\n\n" + MARKDOWN_XSS}, "softmax"),
     # the hidden tests read back from the kernel in a later cell (linecache, the input history)
     "reads-hidden-source": ({"softmax_answer": _code(_RIGHT_SOFTMAX), "cross_entropy_answer": _code(_RIGHT_CROSS_ENTROPY, """
         import linecache

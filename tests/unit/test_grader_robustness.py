@@ -4,7 +4,10 @@ the pre-check, symlinked venvs, the memory cgroup's path, and one failing submis
 
 from __future__ import annotations
 
+import copy
+import json
 import os
+import runpy
 import shutil
 import sys
 import threading
@@ -16,7 +19,15 @@ import torch
 
 from grader import autograde as ag
 from grader import precheck, sandbox, verdicts
-from grader.sanitize import clean_html, clean_markdown, sanitize
+from grader.sanitize import (
+    _markdown_to_html,
+    add_content_security_policy,
+    clean_html,
+    clean_markdown,
+    render_markdown,
+    sanitize,
+    unsafe_markup,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = '<script>fetch("/api/contents/pwned.txt", {method: "PUT"})</script>'
@@ -40,17 +51,66 @@ def test_html_keeps_formatting_and_drops_everything_that_runs_or_fetches():
     assert "style=" not in html
 
 
-def test_markdown_answers_are_cleaned_but_code_math_and_quotes_are_left_alone():
-    md = f"> a quote with {SCRIPT}\n\n`<script>` in code, $a<b$ in math, [x](javascript:alert(1)) ![i](/files/a.png)"
-    cleaned = clean_markdown(md)
-    assert "<script>fetch" not in cleaned
-    assert cleaned.startswith("> a quote"), "a blockquote marker is markdown, not HTML"
-    assert "`<script>`" in cleaned, "code spans are shown escaped by the renderer: leave them"
-    assert "$a<b$" in cleaned
-    assert "javascript:" not in cleaned
-    assert "/files/a.png" not in cleaned
-    prose = "For $T_k > T_q$ the mask... > quoted\n\n```python\nx = '<b>'\n```\n"
-    assert clean_markdown(prose) == prose, "markdown without HTML must stay exactly as written"
+def test_markdown_is_judged_by_what_it_renders_to_and_unsafe_markdown_is_shown_as_text():
+    md = f"> a quote with {SCRIPT}\n\n`<script>` in code, $a<b$ in math, [x](javascript:alert(1))"
+    cleaned, unsafe = clean_markdown(md)
+    assert unsafe[:1] == ["<script>"] and "a link to javascript:" in unsafe, unsafe
+    assert unsafe_markup(render_markdown(cleaned)) == [], "the cleaned cell must render to nothing that runs"
+    assert "> a quote with" in cleaned and "$a<b$" in cleaned, "the learner's words are kept, as text"
+    prose = "For $T_k > T_q$ the mask... > quoted\n\n```python\nx = '<b>'\n```\n`<img onerror=x>` [p](https://a.org)"
+    assert clean_markdown(prose) == (prose, []), "markdown that renders safely must stay exactly as written"
+
+
+# Markdown that a regular expression over the source misreads, and the renderer does not (issue 39).
+MARKDOWN_PAYLOADS = {
+    "code span across a blank line": "`a\n\n<img src=x onerror=alert(1)>`",
+    "unclosed double-backtick span": "``<img src=x onerror=alert(1)>",
+    "indented fake fence": "    ```\n<img src=x onerror=alert(2)>\n    ```",
+    "entity-encoded javascript: link": "[x](&#106;avascript:alert(1))",
+    "reference-style link": "[x][1]\n\n[1]: javascript:alert(1)",
+}
+
+
+@pytest.mark.parametrize("payload", sorted(MARKDOWN_PAYLOADS))
+def test_each_markdown_payload_is_found_and_neither_layer_renders_it(payload):
+    md = MARKDOWN_PAYLOADS[payload]
+    assert unsafe_markup(_markdown_to_html(md)) != [], "the renderer makes live markup of it (the payload works)"
+    cleaned, unsafe = clean_markdown(md)
+    assert unsafe != [], "the first layer must name what it removed"
+    assert unsafe_markup(_markdown_to_html(cleaned)) == [], "the cleaned cell renders live markup"
+    rendered = _markdown_to_html(cleaned)
+    assert "<img" not in rendered and "<script" not in rendered, "the grader's own note must be text, not markup"
+    assert unsafe_markup(render_markdown(md)) == [], "the second layer (the pages' own filter) renders it"
+
+
+def test_output_metadata_cannot_write_attributes_into_the_page():
+    from nbconvert.exporters import HTMLExporter
+    from traitlets.config import Config
+
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("plot()")
+    png = "iVBORw0KGgo="
+    cell.outputs = [nbformat.v4.new_output("display_data", data={"image/png": png, "text/plain": "<Figure>"},
+                                           metadata={"image/png": {"width": "1 onerror=alert(1)", "height": 20}})]
+    nb.cells = [cell]
+    raw = copy.deepcopy(nb)
+    found = sanitize(nb)
+    assert any("output metadata that is not a size" in f and "onerror" in f for f in found), found
+    assert nb.cells[0].outputs[0].metadata == {"image/png": {"height": 20}}
+    config = Config()
+    runpy.run_path(str(ROOT / "nbgrader_config.py"), init_globals={"get_config": lambda: config})
+    page, _ = HTMLExporter(config=config).from_notebook_node(raw)  # the second layer alone
+    assert "onerror" not in page.split("<body", 1)[1], "the page's own filter let the metadata through"
+
+
+def test_feedback_pages_allow_only_the_templates_own_scripts():
+    from grader.feedback import feedback_policy
+
+    policy = feedback_policy(ROOT)
+    assert "default-src 'none'" in policy and "object-src 'none'" in policy
+    assert "'unsafe-inline'" not in policy.split("script-src", 1)[1].split(";", 1)[0], policy
+    page = add_content_security_policy("<html><head><title>t</title></head><body></body></html>", policy)
+    assert page.index("Content-Security-Policy") < page.index("<title>")
 
 
 def test_a_graded_notebook_is_sanitised_and_the_removals_are_reported():
@@ -64,15 +124,17 @@ def test_a_graded_notebook_is_sanitised_and_the_removals_are_reported():
     written.metadata["nbgrader"] = {"grade_id": "why_written", "solution": True, "grade": True}
     nb.cells = [answer, written]
     found = sanitize(nb)
+    outputs = json.dumps([c.get("outputs", []) for c in nb.cells])
+    assert "<script" not in outputs and "onerror" not in outputs
+    assert unsafe_markup(_markdown_to_html(nb.cells[1].source)) == [], "the written answer still renders live markup"
+    assert IMG in nb.cells[1].source, "the learner's words are kept, shown as text"
     text = nbformat.writes(nb)
-    assert "<script" not in text
-    assert "onerror" not in text
     assert "widgets" not in nb.metadata
     assert "application/javascript" not in text
     assert "image/svg+xml" not in text
     assert any(f.startswith("cell 0: text/html") for f in found), found
     assert any(f.startswith("cell 0: application/javascript") for f in found), found
-    assert any(f.startswith("why_written: markdown") for f in found), found
+    assert "why_written: markdown with an onerror handler on <img>" in found, found
 
 
 # --- records written where the learner's code could write --------------------------------------
