@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 from pathlib import Path
 
@@ -441,7 +440,8 @@ class RoundTripPolicyOff(RoundTripAttacks):
         assert any("held HTML or scripts" in f and "onerror" in f for f in flags), flags
         nb = nbformat.read(root / "autograded" / student / lesson / f"{lesson}.ipynb", as_version=4)
         outputs = json.dumps([c.get("outputs", []) for c in nb.cells])
-        assert "<script" not in outputs and "onerror" not in outputs, "a script survived in the graded outputs"
+        assert "<script" not in outputs, "a script survived in the graded outputs"
+        assert "onerror" not in outputs, "an event handler survived in the graded outputs"
         live = [unsafe_markup(_markdown_to_html(c.source)) for c in nb.cells if c.cell_type == "markdown"]
         assert not any(live), f"a markdown cell of the graded notebook renders live markup: {live}"
         feedback.generate_feedback(root, [lesson])

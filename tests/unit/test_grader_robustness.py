@@ -54,9 +54,11 @@ def test_html_keeps_formatting_and_drops_everything_that_runs_or_fetches():
 def test_markdown_is_judged_by_what_it_renders_to_and_unsafe_markdown_is_shown_as_text():
     md = f"> a quote with {SCRIPT}\n\n`<script>` in code, $a<b$ in math, [x](javascript:alert(1))"
     cleaned, unsafe = clean_markdown(md)
-    assert unsafe[:1] == ["<script>"] and "a link to javascript:" in unsafe, unsafe
+    assert unsafe[:1] == ["<script>"], unsafe
+    assert "a link to javascript:" in unsafe, unsafe
     assert unsafe_markup(render_markdown(cleaned)) == [], "the cleaned cell must render to nothing that runs"
-    assert "> a quote with" in cleaned and "$a<b$" in cleaned, "the learner's words are kept, as text"
+    assert "> a quote with" in cleaned, "the learner's words are kept, as text"
+    assert "$a<b$" in cleaned
     prose = "For $T_k > T_q$ the mask... > quoted\n\n```python\nx = '<b>'\n```\n`<img onerror=x>` [p](https://a.org)"
     assert clean_markdown(prose) == (prose, []), "markdown that renders safely must stay exactly as written"
 
@@ -79,7 +81,8 @@ def test_each_markdown_payload_is_found_and_neither_layer_renders_it(payload):
     assert unsafe != [], "the first layer must name what it removed"
     assert unsafe_markup(_markdown_to_html(cleaned)) == [], "the cleaned cell renders live markup"
     rendered = _markdown_to_html(cleaned)
-    assert "<img" not in rendered and "<script" not in rendered, "the grader's own note must be text, not markup"
+    assert "<img" not in rendered, "the grader's own note must be text, not markup"
+    assert "<script" not in rendered
     assert unsafe_markup(render_markdown(md)) == [], "the second layer (the pages' own filter) renders it"
 
 
@@ -107,7 +110,8 @@ def test_feedback_pages_allow_only_the_templates_own_scripts():
     from grader.feedback import feedback_policy
 
     policy = feedback_policy(ROOT)
-    assert "default-src 'none'" in policy and "object-src 'none'" in policy
+    assert "default-src 'none'" in policy
+    assert "object-src 'none'" in policy
     assert "'unsafe-inline'" not in policy.split("script-src", 1)[1].split(";", 1)[0], policy
     page = add_content_security_policy("<html><head><title>t</title></head><body></body></html>", policy)
     assert page.index("Content-Security-Policy") < page.index("<title>")
@@ -125,7 +129,8 @@ def test_a_graded_notebook_is_sanitised_and_the_removals_are_reported():
     nb.cells = [answer, written]
     found = sanitize(nb)
     outputs = json.dumps([c.get("outputs", []) for c in nb.cells])
-    assert "<script" not in outputs and "onerror" not in outputs
+    assert "<script" not in outputs
+    assert "onerror" not in outputs
     assert unsafe_markup(_markdown_to_html(nb.cells[1].source)) == [], "the written answer still renders live markup"
     assert IMG in nb.cells[1].source, "the learner's words are kept, shown as text"
     text = nbformat.writes(nb)
@@ -408,11 +413,13 @@ def test_records_outside_the_schema_score_their_cell_0_and_never_raise(tmp_path)
              "not json at all {", "[1, 2]"]
     (tmp_path / RECORD_FILE).write_text("\n".join(lines) + "\n")
     records = read_records(tmp_path)
-    assert records[0]["actual"] == 1 and records[0]["kind"] == "equal"
+    assert records[0]["actual"] == 1
+    assert records[0]["kind"] == "equal"
     unreadable = [(r["cell"], r["actual"]) for r in records if r["kind"] == UNREADABLE]
     assert [cell for cell, _ in unreadable] == ["softmax_visible", "cross_entropy_visible", "a", "b", "c", "d", "e",
                                                 "e", "e"]
-    assert "without cell" in unreadable[0][1] and "unknown kind 'eval'" in unreadable[1][1], unreadable
+    assert "without cell" in unreadable[0][1], unreadable
+    assert "unknown kind 'eval'" in unreadable[1][1], unreadable
     reference = [{**good, "expected": 1, "actual": 1},
                  {**good, "cell": "cross_entropy_visible", "expected": 1, "actual": 1}]
     results = verdicts.compare(reference, records)
