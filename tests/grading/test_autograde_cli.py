@@ -50,35 +50,37 @@ print("success" if result["success"] else "refused", result.get("error", ""), re
 """
 
 
-def test_plain_nbgrader_and_the_formgrader_button_refuse_and_name_make_autograde(tmp_path):
-    """Both routes would grade with no sandbox, no policy and no verdicts outside the kernel:
-    each refuses before any cell runs, names `make autograde`, and writes no grade."""
+def _refused(root: Path, *command: str) -> str:
+    """Run `command` in the course as an instructor would, outside the grader; its output."""
     import os
     import subprocess
     import sys
 
-    from nbgrader.api import Gradebook, MissingEntry
+    env = {k: v for k, v in os.environ.items() if k != ag.GRADER_RUN_ENV}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    done = subprocess.run([sys.executable, *command], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    return f"exit {done.returncode}\n{done.stdout}{done.stderr}"
+
+
+def test_plain_nbgrader_and_the_formgrader_button_refuse_and_name_make_autograde(tmp_path):
+    """Both routes would grade with no sandbox, no policy and no verdicts outside the kernel:
+    each refuses before any cell runs, names `make autograde`, and changes no grade."""
+    from nbgrader.api import Gradebook
 
     shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
     (tmp_path / "course_lib").symlink_to(ROOT / "course_lib")
     shutil.copytree(ROOT / "solutions" / LESSON, tmp_path / "solutions" / LESSON)
     submitted = tmp_path / "submitted" / "ada" / LESSON
     submitted.mkdir(parents=True)
-    shutil.copy(ROOT / "solutions" / LESSON / f"{LESSON}.ipynb", submitted)
+    shutil.copy(ROOT / "notebooks" / LESSON / f"{LESSON}.ipynb", submitted)  # untouched: no cell passes
     assert ag.nbgrader(tmp_path, "generate_assignment", LESSON, "--force").returncode == 0
-    env = {k: v for k, v in os.environ.items() if k != ag.GRADER_RUN_ENV}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    plain = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", LESSON, "--student", "ada"],
-                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert plain.returncode != 0, plain.stdout + plain.stderr
-    assert "make autograde" in plain.stdout + plain.stderr, plain.stdout + plain.stderr
-    button = subprocess.run([sys.executable, "-c", FORMGRADER_AUTOGRADE, LESSON, "ada"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert button.stdout.startswith("refused"), button.stdout + button.stderr
-    assert "make autograde" in button.stdout, button.stdout
+    plain = _refused(tmp_path, "-m", "nbgrader", "autograde", LESSON, "--student", "ada")
+    assert not plain.startswith("exit 0"), plain
+    assert "make autograde" in plain, plain
+    button = _refused(tmp_path, "-c", FORMGRADER_AUTOGRADE, LESSON, "ada")
+    assert "\nrefused" in button, button
+    assert "make autograde" in button, button
     with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gb:
-        try:
-            scores = [g.auto_score for g in gb.find_submission_notebook(LESSON, LESSON, "ada").grades]
-        except MissingEntry:
-            scores = []
+        students = [s.id for s in gb.students]
+        scores = [g.auto_score for g in gb.find_submission_notebook(LESSON, LESSON, "ada").grades] if "ada" in students else []
     assert all(s is None for s in scores), f"a refused route wrote grades: {scores}"
