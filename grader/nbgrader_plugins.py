@@ -47,7 +47,8 @@ class TagTestCellsRaisesException(NbGraderPreprocessor):
                 tags.append("raises-exception")
         return cell, resources
 
-def test_cell_score(cell: NotebookNode) -> float:
+
+def score_test_cell(cell: NotebookNode) -> float:
     """A graded test cell's score before the grader's replay (grader/verdicts.py): 0 if it
     raised, else its points. nbgrader's own rule also gives 0 to a cell that wrote to stderr,
     which costs an honest answer its points for a `warnings.warn` or a log line, and it reads
@@ -57,7 +58,7 @@ def test_cell_score(cell: NotebookNode) -> float:
 
 
 class ScoreTestCellsByErrors(SaveAutoGrades):
-    """nbgrader's SaveAutoGrades, with `test_cell_score` for code cells (written answers keep
+    """nbgrader's SaveAutoGrades, with `score_test_cell` for code cells (written answers keep
     nbgrader's rule: no score until graded by hand)."""
 
     def _add_score(self, cell, resources):
@@ -65,7 +66,7 @@ class ScoreTestCellsByErrors(SaveAutoGrades):
             return super()._add_score(cell, resources)
         grade = self.gradebook.find_grade(cell.metadata["nbgrader"]["grade_id"], self.notebook_id,
                                           self.assignment_id, self.student_id)
-        grade.auto_score = test_cell_score(cell)
+        grade.auto_score = score_test_cell(cell)
         grade.needs_manual_grade = grade.manual_score is not None
         self.gradebook.db.commit()
 

@@ -232,20 +232,20 @@ def test_process_watch_sees_what_the_kernel_left_running_but_not_the_kernel():
         f"the watch should report the forked child, pid {child_pid}, as left running: {watch.left_running}"
 
 
-def test_a_test_cell_scores_by_its_error_never_by_what_the_answer_wrote_to_stderr():
+def test_a_score_test_cells_by_its_error_never_by_what_the_answer_wrote_to_stderr():
     """nbgrader scores 0 for any stderr output; the course scores a warning, a log line or a print
     to stderr as nothing, an error as 0, and reads no partial credit from a cell's last value."""
     from nbformat.v4 import new_code_cell, new_output
 
-    from grader.nbgrader_plugins import test_cell_score
+    from grader.nbgrader_plugins import score_test_cell
 
     def cell(*outputs):
         return new_code_cell("...", metadata={"nbgrader": {"grade": True, "grade_id": "t", "points": 2}},
                              outputs=list(outputs))
 
     stderr = new_output("stream", name="stderr", text="UserWarning: float64 input\n")
-    assert test_cell_score(cell(stderr, new_output("stream", name="stdout", text="passed\n"))) == 2.0
-    assert test_cell_score(cell(new_output("execute_result", data={"text/plain": "0.5"}, execution_count=1))) == 2.0
+    assert score_test_cell(cell(stderr, new_output("stream", name="stdout", text="passed\n"))) == 2.0
+    assert score_test_cell(cell(new_output("execute_result", data={"text/plain": "0.5"}, execution_count=1))) == 2.0
     error = new_output("error", ename="AssertionError", evalue="wrong", traceback=[])
-    assert test_cell_score(cell(stderr, error)) == 0.0
-    assert test_cell_score(cell()) == 2.0
+    assert score_test_cell(cell(stderr, error)) == 0.0
+    assert score_test_cell(cell()) == 2.0
