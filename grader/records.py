@@ -26,6 +26,9 @@ from course_lib.grading import (
     assert_tensor_close,
 )
 
+#: The tags `encode_value` writes (course_lib.grading).
+_TAGS = frozenset({"tensor", "value", "float", "bytes", "list", "tuple", "dict", "opaque", "withheld"})
+
 
 class Opaque:
     """A recorded value of a type the record does not keep; equal to nothing."""
@@ -42,29 +45,36 @@ class Opaque:
         return f"<a {self.type_name} object>"
 
 
-def decode_value(encoded: Any, tensors: dict[str, torch.Tensor]) -> Any:
-    """The inverse of `encode_value`."""
+_MAX_DEPTH = 32
+
+
+def decode_value(encoded: Any, tensors: dict[str, torch.Tensor], depth: int = 0) -> Any:
+    """The inverse of `encode_value`, and the schema of a recorded value: anything `encode_value`
+    does not write (an unknown tag, a payload of another type, a missing tensor, nesting deeper than
+    _MAX_DEPTH) raises ValueError with what is wrong."""
+    if depth > _MAX_DEPTH:
+        raise ValueError(f"a value nested more than {_MAX_DEPTH} deep")
     if not isinstance(encoded, dict) or len(encoded) != 1:
-        raise ValueError(f"not a recorded value: {encoded!r}")
+        raise ValueError("a value that is not a one-key object")
     (tag, payload), = encoded.items()
-    if tag == "tensor":
+    if tag == "tensor" and isinstance(payload, str) and payload in tensors:
         return tensors[payload]
-    if tag == "value":
+    if tag == "value" and (payload is None or type(payload) in (bool, int, str)):
         return payload
-    if tag == "float":
+    if tag == "float" and isinstance(payload, str):
         return float(payload)
-    if tag == "bytes":
+    if tag == "bytes" and isinstance(payload, str):
         return bytes.fromhex(payload)
-    if tag in ("list", "tuple"):
-        items = [decode_value(v, tensors) for v in payload]
+    if tag in ("list", "tuple") and isinstance(payload, list):
+        items = [decode_value(v, tensors, depth + 1) for v in payload]
         return items if tag == "list" else tuple(items)
-    if tag == "dict":
-        return {decode_value(k, tensors): decode_value(v, tensors) for k, v in payload}
-    if tag == "opaque":
+    if tag == "dict" and isinstance(payload, list) and all(isinstance(p, list) and len(p) == 2 for p in payload):
+        return {decode_value(k, tensors, depth + 1): decode_value(v, tensors, depth + 1) for k, v in payload}
+    if tag == "opaque" and isinstance(payload, str):
         return Opaque(payload)
-    if tag == "withheld":
+    if tag == "withheld" and payload is True:
         return grading.WITHHELD
-    raise ValueError(f"unknown tag {tag!r} in a recorded value")
+    raise ValueError(f"a malformed {str(tag)[:40]!r} value" if tag in _TAGS else f"an unknown value tag {str(tag)[:40]!r}")
 
 
 #: The kinds of record the recorder writes (course_lib.grading): checks, and two side records.
@@ -72,47 +82,13 @@ KINDS = frozenset({"close", "shape", "sequence", "equal", "number", "true", "rai
 #: A record that failed the schema (`validate_record`): its cell scores 0 and is flagged.
 UNREADABLE = "unreadable"
 _KEYS = frozenset({"cell", "index", "kind", "actual", "expected", "options", "tensors", "prefix"})
-_TAGS = frozenset({"tensor", "value", "float", "bytes", "list", "tuple", "dict", "opaque", "withheld"})
-_MAX_DEPTH = 32
 
 
-def _value_problem(encoded: Any, tensors: dict[str, torch.Tensor], depth: int = 0) -> str | None:
-    """Why `encoded` is not a value `encode_value` writes, or None."""
-    if depth > _MAX_DEPTH:
-        return f"a value nested more than {_MAX_DEPTH} deep"
-    if not isinstance(encoded, dict) or len(encoded) != 1:
-        return "a value that is not a one-key object"
-    (tag, payload), = encoded.items()
-    if tag not in _TAGS:
-        return f"an unknown value tag {str(tag)[:40]!r}"
-    if tag == "tensor":
-        return None if isinstance(payload, str) and payload in tensors else "a tensor missing from its file"
-    if tag == "value":
-        return None if payload is None or type(payload) in (bool, int, str) else "a plain value of another type"
-    if tag in ("float", "bytes", "opaque"):
-        if not isinstance(payload, str):
-            return f"a {tag} that is not text"
-        try:
-            float(payload) if tag == "float" else bytes.fromhex(payload) if tag == "bytes" else None
-        except ValueError:
-            return f"a malformed {tag}"
-        return None
-    if tag == "withheld":
-        return None if payload is True else "a malformed withheld value"
-    if not isinstance(payload, list):
-        return f"a {tag} that is not a list"
-    items = payload if tag != "dict" else [kv for pair in payload for kv in (pair if isinstance(pair, list) and len(pair) == 2 else [None])]
-    for item in items:
-        if (problem := _value_problem(item, tensors, depth + 1)) is not None:
-            return problem
-    return None
-
-
-def validate_record(entry: Any, tensors: dict[str, torch.Tensor]) -> str | None:
-    """Why one line of a records file is not a record the recorder writes, or None. The one
-    schema every record is read through, the instructor's and a submission's alike: an object with
-    a cell name, a non-negative index, a known kind, two values (`encode_value`), options of
-    plain values, and where its tensors are."""
+def validate_record(entry: Any) -> str | None:
+    """Why one line of a records file is not a record the recorder writes, or None. With
+    `decode_value` (the schema of its two values), the one schema every record is read through,
+    the instructor's and a submission's alike: an object with a cell name, a non-negative index, a
+    known kind, options of plain values, and where its tensors are."""
     if not isinstance(entry, dict):
         return "a record that is not an object"
     if missing := {"cell", "index", "kind", "actual", "expected"} - entry.keys():
@@ -131,9 +107,6 @@ def validate_record(entry: Any, tensors: dict[str, torch.Tensor]) -> str | None:
         return "a record whose options are not plain values by name"
     if not isinstance(entry.get("tensors"), (str, type(None))) or not isinstance(entry.get("prefix", ""), str):
         return "a record whose tensor file is not a name"
-    for field in ("actual", "expected"):
-        if (problem := _value_problem(entry[field], tensors)) is not None:
-            return f"a record whose {field} value is {problem}"
     return None
 
 
@@ -161,13 +134,18 @@ def read_records(folder: Path) -> list[dict]:
                 prefix = entry.get("prefix", "")
                 if isinstance(prefix, str):
                     tensors = {k[len(prefix):]: v for k, v in files[name].items() if k.startswith(prefix)}
-            problem = validate_record(entry, tensors)
+            problem = validate_record(entry)
             if problem is None:
                 entry["options"] = entry.get("options", {})
-                entry["actual"] = decode_value(entry["actual"], tensors)
-                entry["expected"] = decode_value(entry["expected"], tensors)
-                records.append(entry)
-                continue
+                for field in ("actual", "expected"):
+                    try:
+                        entry[field] = decode_value(entry[field], tensors)
+                    except ValueError as error:
+                        problem = f"a record whose {field} value is {error}"
+                        break
+                else:
+                    records.append(entry)
+                    continue
         except Exception as error:  # noqa: BLE001 (a records file can hold anything)
             problem = f"a line that cannot be read ({type(error).__name__}: {str(error)[:80]})"
         cell = entry.get("cell") if isinstance(entry, dict) else None
