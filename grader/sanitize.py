@@ -260,6 +260,9 @@ def _hashes(page: str) -> set[str]:
             for body in _INLINE_SCRIPT.findall(page)}
 
 
+NONE = "'none'"
+
+
 def content_security_policy(template_page: str) -> str:
     """A policy that lets a page run only what `template_page` (the same template, rendered for a
     notebook with no cells) runs: its inline scripts by hash, its script files by address (and
@@ -269,7 +272,7 @@ def content_security_policy(template_page: str) -> str:
         src = html_lib.unescape(src)
         sources.append(src.rsplit("/", 1)[0] + "/" if "mathjax" in src.lower() else src)
     return ("default-src 'none'; style-src 'unsafe-inline' https:; font-src https: data:; img-src data:; "
-            f"script-src {' '.join(sources) or chr(39) + 'none' + chr(39)}; object-src 'none'; base-uri 'none'; "
+            f"script-src {' '.join(sources) or NONE}; object-src 'none'; base-uri 'none'; "
             "form-action 'none'; frame-src 'none'; connect-src 'none'")
 
 
