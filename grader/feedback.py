@@ -53,14 +53,17 @@ def feedback_policy(root: Path) -> str:
     return content_security_policy(page)
 
 
-def generate_feedback(root: Path, lessons: list[str]) -> tuple[list[str], list[str]]:
-    """(written, failed) as 'lesson/student' strings. Each page carries the feedback policy (no
-    script but the template's own runs in it), besides what it renders being sanitised."""
+def generate_feedback(root: Path, lessons: list[str], students: list[str] | None = None) -> tuple[list[str], list[str]]:
+    """(written, failed) as 'lesson/student' strings, for every graded student or only `students`.
+    Each page carries the feedback policy (no script but the template's own runs in it), besides
+    what it renders being sanitised."""
     written, failed = [], []
     policy = feedback_policy(root)
     for lesson in lessons:
         for graded in sorted((root / "autograded").glob(f"*/{lesson}")):
             student = graded.parent.name
+            if students is not None and student not in students:
+                continue
             code, log = _nbgrader(root, "generate_feedback", lesson, "--student", student, "--force")
             if code == 0:
                 for page in (root / "feedback" / student / lesson).glob("*.html"):

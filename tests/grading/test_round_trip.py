@@ -444,9 +444,11 @@ class RoundTripPolicyOff(RoundTripAttacks):
         assert "onerror" not in outputs, "an event handler survived in the graded outputs"
         live = [unsafe_markup(_markdown_to_html(c.source)) for c in nb.cells if c.cell_type == "markdown"]
         assert not any(live), f"a markdown cell of the graded notebook renders live markup: {live}"
-        feedback.generate_feedback(root, [lesson])
+        written, failed = feedback.generate_feedback(root, [lesson], students=[student, self.classmate])
+        assert failed == [], failed
+        assert len(written) == 2, written
         html = (root / "feedback" / student / lesson / f"{lesson}.html").read_text()
-        template = set(unsafe_markup((root / "feedback" / "policy-off-zz-honest-classmate" / lesson
+        template = set(unsafe_markup((root / "feedback" / self.classmate / lesson
                                       / f"{lesson}.html").read_text()))
         assert [u for u in unsafe_markup(html) if u not in template] == [], "the feedback page renders live markup"
         assert "Content-Security-Policy" in html
