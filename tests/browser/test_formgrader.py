@@ -71,9 +71,12 @@ def test_a_submissions_script_does_not_run_in_the_formgrader(graded_course, brow
         browser = p.chromium.launch(executable_path=browser_path,
                                     args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.goto(f"{base}/lab?token={token}")  # logs in: the formgrader pages use the cookie
-            page.wait_for_load_state("networkidle")
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            login = context.new_page()
+            login.goto(f"{base}/lab?token={token}")  # logs in: the formgrader pages use the cookie
+            login.wait_for_load_state("networkidle")
+            login.close()  # JupyterLab's own file browser polls /api/contents; only the Formgrader is watched
+            page = context.new_page()
             requests: list[str] = []
             dialogs: list[str] = []
             page.on("request", lambda r: requests.append(f"{r.method} {r.url}"))
