@@ -10,13 +10,25 @@ of earning the points:
 The comparison helpers raise `AssertionError` with the shape, dtype, first mismatching index
 and largest error, which is what a learner needs to find the bug.
 
-While grading, the verdict is not left to the learner's process. The grader sets
-`COURSE_GRADING_RECORD` to a folder and announces each test cell (`begin_checks`); every helper
-then writes what it was given (tensors as safetensors, everything else as tagged JSON, never
-pickle). The instructor's solution runs the tests as written; a submission runs them with every
-expected value replaced by `WITHHELD` (grader/graded_source.py), so its process never computes
-or holds one, and a helper given `WITHHELD` only records the learner's value. The grader compares
-the two records in its own process with these same helpers (grader/verdicts.py).
+A test cell only observes. Every check takes the learner's value and, separately, a function
+that computes the expected one:
+
+    assert_tensor_close(out, expect=lambda: torch.softmax(x, dim=-1), name="stable_softmax(x)")
+
+and whatever only serves expected values sits in a block the grading run skips:
+
+    if expecting():  # False while a submission is graded
+        twin = copy.deepcopy(model); torch.nn.utils.clip_grad_norm_(twin.parameters(), 0.5)
+
+In JupyterLab a check calls `expect` at once and says what is wrong. While grading, the grader
+sets `COURSE_GRADING_RECORD` to a folder and announces each test cell (`begin_checks`); every
+helper writes what it observed (tensors as safetensors, everything else as tagged JSON, never
+pickle). The instructor's solution runs with its expected values (the reference); a submission's
+kernel runs with `COURSE_WITHHOLD_EXPECTED=1`: no `expect` is called and no `expecting()` block
+runs, so its process never computes or holds an expected value. The grader compares the two
+records in its own process with these same helpers (grader/verdicts.py). Hidden inputs are drawn
+from `hidden_seed(n)`, which a grading batch varies (`COURSE_GRADING_SEED`), running the
+reference with the same seed.
 """
 
 from __future__ import annotations
@@ -284,10 +296,35 @@ class _Recorder:
 _recorder: _Recorder | None = None
 
 
+#: Set to "1" in a submission's kernel: no expected value is computed there.
+WITHHOLD_ENV = "COURSE_WITHHOLD_EXPECTED"
+#: The grading batch's seed for hidden inputs (unset or "0": the inputs the notebook states).
+SEED_ENV = "COURSE_GRADING_SEED"
+_WITHHOLD = os.environ.get(WITHHOLD_ENV) == "1"
+
+
+def expecting() -> bool:
+    """Whether expected values are computed here: True in JupyterLab and in the instructor's
+    reference run, False in a submission's kernel while it is graded. A test cell puts whatever
+    only serves expected values under `if expecting():`."""
+    return not _WITHHOLD
+
+
+def hidden_seed(n: int) -> int:
+    """The seed a hidden test draws its inputs from: `n` itself, unless a grading batch set
+    COURSE_GRADING_SEED, which gives every batch other inputs (the reference runs with the same
+    seed, so outputs remembered from earlier feedback match nothing)."""
+    batch = int(os.environ.get(SEED_ENV) or 0)
+    if not batch:
+        return n
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(f"{batch}:{n}".encode()).digest()[:4], "little") & 0x7FFFFFFF
+
+
 class _Withheld:
-    """The expected value of a check while a submission is graded: the grader holds it, not the
-    learner's process (grader/graded_source.py). A check given it records the learner's value and
-    leaves the verdict to the grader."""
+    """The expected value a check records while a submission is graded: the grader holds it, not
+    the learner's process, and the check leaves the verdict to the grader."""
 
     def __repr__(self) -> str:
         return "WITHHELD"
@@ -297,40 +334,6 @@ class _Withheld:
 
 
 WITHHELD = _Withheld()
-
-
-def _digest(value: Any) -> str:
-    """A short fingerprint of a value (tensors by dtype, shape and bytes)."""
-    import hashlib
-
-    tensors: dict[str, torch.Tensor] = {}
-    digest = hashlib.sha256(json.dumps(encode_value(value, tensors)).encode())
-    for key in sorted(tensors):
-        tensor = tensors[key]
-        digest.update(f"{key} {tensor.dtype} {tuple(tensor.shape)}".encode())
-        try:
-            digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
-        except (RuntimeError, TypeError):  # a dtype numpy cannot view: its values as text
-            digest.update(repr(tensor.tolist()).encode())
-    return digest.hexdigest()[:16]
-
-
-def record_inputs(function: Callable, label: str, positions: Sequence[int], keywords: Sequence[str]) -> Callable:
-    """`function`, which first records a fingerprint of the arguments at `positions` and
-    `keywords` (those the test built itself), so the grader can tell whether a test ran on the
-    instructor's inputs. Inserted by the grader around each call of the learner's code in a test
-    cell (grader/graded_source.py); nothing is recorded unless a test cell is being graded."""
-    if _recorder is None or _recorder.cell is None:
-        return function
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        __tracebackhide__ = True
-        digests = {str(i): _digest(args[i]) for i in positions if i < len(args)}
-        digests.update({k: _digest(kwargs[k]) for k in keywords if k in kwargs})
-        _record("inputs", label, digests)
-        return function(*args, **kwargs)
-
-    return call
 
 
 def _machinery() -> dict[str, tuple[Any, Any]]:
@@ -367,7 +370,8 @@ def _unchanged(before: tuple[Any, Any], now: tuple[Any, Any] | None) -> bool:
 
 #: The helpers test cells call by their notebook names.
 HELPER_NAMES = ("assert_tensor_close", "assert_equal", "assert_sequence_equal", "assert_number_close",
-                "assert_shape", "assert_true", "assert_raises", "forbid", "reports_errors", "case")
+                "assert_shape", "assert_true", "assert_raises", "forbid", "reports_errors", "case",
+                "expecting", "hidden_seed")
 
 
 def check_machinery(namespace: dict) -> None:
@@ -380,6 +384,8 @@ def check_machinery(namespace: dict) -> None:
     module = sys.modules[__name__]
     changed += sorted(f"the notebook's {name}" for name in HELPER_NAMES
                       if name in namespace and namespace[name] is not getattr(module, name))
+    if _WITHHOLD != (os.environ.get(WITHHOLD_ENV) == "1"):
+        changed.append(f"{__name__}._WITHHOLD")
     if changed:
         _record("machinery", changed[:20], None)
 
@@ -452,9 +458,22 @@ def _fail(message: str) -> None:
     raise AssertionError(message)
 
 
-def assert_shape(actual: Any, expected_shape: Sequence[int], name: str = "output", hint: str | None = None) -> None:
-    """`actual` is a tensor of exactly `expected_shape`; otherwise a message that says how it differs."""
+def _expected(expect: Any, helper: str) -> Any:
+    """The expected value of a check: `expect()`, or WITHHELD while a submission is graded."""
+    __tracebackhide__ = True
+    if not callable(expect):
+        raise TypeError(f"{helper}(..., expect=...) takes a function of no arguments that computes the "
+                        f"expected value, e.g. expect=lambda: torch.softmax(x, dim=-1); got {_describe(expect)}. "
+                        "While a submission is graded it is never called.")
+    return WITHHELD if _WITHHOLD else expect()
+
+
+def assert_shape(actual: Any, *, expect: Callable[[], Sequence[int]], name: str = "output",
+                 hint: str | None = None) -> None:
+    """`actual` is a tensor of exactly the shape `expect()` gives; otherwise a message that says
+    how it differs."""
     __tracebackhide__ = True  # IPython and pytest show the learner's line, not this helper's source
+    expected_shape = _expected(expect, "assert_shape")
     if _recorder is not None:  # a tensor is recorded as its shape, a 1-D int64 tensor; anything else as itself
         recorded = torch.tensor(list(actual.shape), dtype=torch.int64) if isinstance(actual, torch.Tensor) else actual
         _record("shape", recorded, expected_shape if expected_shape is WITHHELD else [int(n) for n in expected_shape],
@@ -485,16 +504,17 @@ def _check_shape(actual: Any, expected_shape: Sequence[int], name: str, hint: st
 
 def assert_tensor_close(
     actual: Any,
-    expected: torch.Tensor,
     *,
+    expect: Callable[[], torch.Tensor],
     rtol: float = 1e-5,
     atol: float = 1e-6,
     name: str = "output",
     hint: str | None = None,
     check_dtype: bool = True,
 ) -> None:
-    """Like `torch.testing.assert_close`, with messages written for learners."""
+    """Like `torch.testing.assert_close(actual, expect())`, with messages written for learners."""
     __tracebackhide__ = True
+    expected = _expected(expect, "assert_tensor_close")
     _record("close", actual, expected, rtol=rtol, atol=atol, name=name, hint=hint, check_dtype=check_dtype)
     if expected is WITHHELD:
         return
@@ -525,9 +545,12 @@ def assert_tensor_close(
     )
 
 
-def assert_sequence_equal(actual: Any, expected: Sequence, name: str = "output", hint: str | None = None) -> None:
-    """Two sequences are equal; otherwise the first differing position and both values there."""
+def assert_sequence_equal(actual: Any, *, expect: Callable[[], Sequence], name: str = "output",
+                          hint: str | None = None) -> None:
+    """`actual` and `expect()` are equal sequences; otherwise the first differing position and both
+    values there."""
     __tracebackhide__ = True
+    expected = _expected(expect, "assert_sequence_equal")
     _record("sequence", actual, expected, name=name, hint=hint)
     if expected is WITHHELD:
         return
@@ -549,11 +572,12 @@ def assert_sequence_equal(actual: Any, expected: Sequence, name: str = "output",
         )
 
 
-def assert_equal(actual: Any, expected: Any, name: str = "output", hint: str | None = None) -> None:
-    """`actual == expected` for numbers, strings, bytes, None and lists, tuples and dicts of them,
+def assert_equal(actual: Any, *, expect: Callable[[], Any], name: str = "output", hint: str | None = None) -> None:
+    """`actual == expect()` for numbers, strings, bytes, None and lists, tuples and dicts of them,
     with the exact type (True is not 1, a tuple is not a list); tensors must be equal elementwise.
     Otherwise a message with both values."""
     __tracebackhide__ = True
+    expected = _expected(expect, "assert_equal")
     _record("equal", actual, expected, name=name, hint=hint)
     if expected is WITHHELD:
         return
@@ -597,11 +621,12 @@ def _short(x: Any) -> str:
     return text if len(text) <= 200 else text[:200] + "..."
 
 
-def assert_number_close(actual: Any, expected: float, *, rtol: float = 1e-6, atol: float = 1e-9,
+def assert_number_close(actual: Any, *, expect: Callable[[], float], rtol: float = 1e-6, atol: float = 1e-9,
                         name: str = "output", hint: str | None = None) -> None:
     """`actual` is a Python number (or a one-element tensor) within `atol + rtol * |expected|` of
-    `expected`; otherwise a message with both values and the difference."""
+    `expected = expect()`; otherwise a message with both values and the difference."""
     __tracebackhide__ = True
+    expected = _expected(expect, "assert_number_close")
     _record("number", actual, expected, rtol=rtol, atol=atol, name=name, hint=hint)
     if expected is WITHHELD:
         return
@@ -617,7 +642,8 @@ def assert_number_close(actual: Any, expected: float, *, rtol: float = 1e-6, ato
 
 def assert_true(condition: Any, message: str) -> None:
     """A property of the learner's output holds (`condition` is exactly True); otherwise
-    `message`. Prefer the helpers above, which record the values themselves."""
+    `message`. The condition is an observation: it reads only the learner's values and the
+    test's inputs, never an expected value (compare those with the helpers above)."""
     __tracebackhide__ = True
     verdict = condition is True or (isinstance(condition, torch.Tensor) and condition.numel() == 1
                                     and condition.dtype == torch.bool and bool(condition.item()))

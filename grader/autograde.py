@@ -46,8 +46,8 @@ from pathlib import Path
 import nbformat
 import psutil
 
-from course_lib.grading import RECORD_ENV
-from grader import gradebook, graded_source, precheck, sandbox, verdicts
+from course_lib.grading import RECORD_ENV, WITHHOLD_ENV
+from grader import gradebook, precheck, sandbox, verdicts
 from grader.answer_policy import notebook_definitions, policy_violations, withhold
 from grader.cells import is_answer_cell, is_test_cell, lesson_names, nbgrader_meta
 from grader.nbgrader_plugins import GRADER_RUN_ENV
@@ -341,9 +341,7 @@ def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_t
         args.append(f"--CourseDirectory.db_url={gradebook.url(db)}")
     env = _env()
     env[RECORD_ENV] = str(runtime / "checks")  # the checks' records (grader/verdicts.py)
-    sources = graded_source.lesson_sources_path(root, lesson)
-    if sources.exists():  # test cells run without their expected values (grader/graded_source.py)
-        env[graded_source.SOURCES_ENV] = str(sources)
+    env[WITHHOLD_ENV] = "1"  # no expected value is computed in the submission's kernel
     env[sandbox.GRADING_ENV] = "1"  # the sandbox sets it too; this is for --no-sandbox
     if use_sandbox:
         kernels = sandbox.write_kernel_spec(root / ".grading" / "jupyter", course=root)
@@ -639,7 +637,6 @@ def autograde(
                     raise RuntimeError(f"nbgrader generate_assignment {lesson} failed:\n{done.stdout}{done.stderr}")
         protected = {nb.name: protected_names(nb) for nb in (root / "notebooks" / lesson).glob("*.ipynb")}
         reference = verdicts.reference_records(root, lesson, cache=reference_cache, use_sandbox=use_sandbox)
-        graded_source.write_lesson_sources(root, lesson)
         setup[lesson] = (reference, protected)
         folders = sorted((root / "submitted").glob(f"*/{lesson}"))
         mine = gradebook.shard_students([f.parent.name for f in folders], shard) if shard else None

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from nbclient.util import run_sync
 from nbformat import NotebookNode
@@ -21,7 +20,6 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
 
 from course_lib.grading import announcement
 from grader.cells import MARKER_WORDS
-from grader.graded_source import graded_sources_of, lesson_sources_from_env
 
 #: Set by grader/autograde.py in the environment of the nbgrader it runs (RequireCourseGrader).
 GRADER_RUN_ENV = "COURSE_GRADER_RUN"
@@ -112,15 +110,9 @@ class RedactFeedback(NbGraderPreprocessor):
         hidden_cells = [c for c in nb.cells if c.cell_type == "code" and self.MARKERS[0] in c.source
                         and c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")]
         hidden_lines = set()
-        # the hidden cells as written, and as the kernel ran them while grading (grader/graded_source.py)
-        graded = graded_sources_of(Path.cwd(), resources.get("nbgrader", {}).get("assignment") or "",
-                                   resources.get("nbgrader", {}).get("notebook") or "")
         for cell in hidden_cells:
-            for source in (cell.source, graded.get(cell.metadata["nbgrader"].get("grade_id"), "")):
-                if self.MARKERS[0] not in source:
-                    continue
-                region = source.split(self.MARKERS[0], 1)[1].split(self.MARKERS[1], 1)[0]
-                hidden_lines |= {line.strip() for line in region.splitlines() if len(line.strip()) >= 12}
+            region = cell.source.split(self.MARKERS[0], 1)[1].split(self.MARKERS[1], 1)[0]
+            hidden_lines |= {line.strip() for line in region.splitlines() if len(line.strip()) >= 12}
         hidden_ids = {id(cell) for cell in hidden_cells}
         for cell in nb.cells:
             if id(cell) in hidden_ids:
@@ -173,28 +165,17 @@ class ExecuteAnnouncingTestCells(Execute):
     entry, nothing in the history database), and its source is then dropped from `linecache`,
     so no later cell can read the hidden tests back from the kernel."""
 
-    def preprocess(self, nb, resources, *args, **kwargs):
-        notebook = resources.get("nbgrader", {}).get("notebook") or ""
-        self._graded_sources = lesson_sources_from_env(notebook)
-        return super().preprocess(nb, resources, *args, **kwargs)
-
     def preprocess_cell(self, cell, resources, index):
         meta = cell.metadata.get("nbgrader", {})
         if not (cell.cell_type == "code" and meta.get("grade") and not meta.get("solution")):
             return super().preprocess_cell(cell, resources, index)
         run_sync(self._silently)(announcement(meta["grade_id"]))
-        original = cell.source
-        # the cell as the kernel runs it while grading: no expected values (grader/graded_source.py)
-        cell.source = getattr(self, "_graded_sources", {}).get(meta["grade_id"], original)
-        try:
-            if MARKER_WORDS[0] not in original:
-                return super().preprocess_cell(cell, resources, index)
-            self._check_assign_resources(resources)
-            cell = self.execute_cell(cell, index, store_history=False)
-            run_sync(self._silently)(SCRUB_HIDDEN_SOURCE)
-            return cell, self.resources
-        finally:
-            cell.source = original
+        if MARKER_WORDS[0] not in cell.source:
+            return super().preprocess_cell(cell, resources, index)
+        self._check_assign_resources(resources)
+        cell = self.execute_cell(cell, index, store_history=False)
+        run_sync(self._silently)(SCRUB_HIDDEN_SOURCE)
+        return cell, self.resources
 
     async def _silently(self, code):
         msg_id = self.kc.execute(code, silent=True, store_history=False)  # no output, no count

@@ -168,6 +168,9 @@ def bwrap_command(connection_file: Path, bwrap: str = "bwrap", as_root: bool | N
     record = os.environ.get("COURSE_GRADING_RECORD")  # where the checks are recorded (grader/verdicts.py)
     if record and Path(record).resolve().is_relative_to(runtime):
         env["COURSE_GRADING_RECORD"] = str(Path(record).resolve())
+    for key in ("COURSE_WITHHOLD_EXPECTED", "COURSE_GRADING_SEED"):  # course_lib/grading.py
+        if os.environ.get(key):
+            env[key] = os.environ[key]
     for key, value in env.items():
         command += ["--setenv", key, value]
     command.append("--")

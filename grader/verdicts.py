@@ -50,7 +50,6 @@ import nbformat
 from course_lib.grading import RECORD_ENV, WITHHELD, announcement
 from grader import sandbox
 from grader.cells import is_test_cell, nbgrader_meta
-from grader.graded_source import graded_sources
 from grader.records import UNREADABLE, consolidate_records, read_records, replay_check
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,8 +64,6 @@ def announcing_client(nb, **kwargs):
     notebook and its execution counts."""
     from nbclient import NotebookClient
 
-    sources = graded_sources(nb, "reference")  # the inputs of the learner's calls recorded too
-
     class AnnouncingClient(NotebookClient):
         async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
             if not is_test_cell(cell):
@@ -76,12 +73,7 @@ def announcing_client(nb, **kwargs):
             reply = await self.async_wait_for_reply(msg_id)
             if reply is None or reply["content"]["status"] != "ok":
                 raise RuntimeError(f"announcing a test cell to the kernel failed: {reply}")
-            original = cell.source
-            cell.source = sources.get(nbgrader_meta(cell)["grade_id"], original)
-            try:
-                return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
-            finally:
-                cell.source = original
+            return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
 
     return AnnouncingClient(nb, **kwargs)
 
@@ -189,14 +181,18 @@ def store_reference(records: Path, root: Path, lesson: str, solution: Path) -> i
     return count
 
 
-def run_reference(solution: Path, folder: Path, use_sandbox: bool = True, timeout: int = 600) -> list[str]:
-    """Execute the solution notebook with recording on; the records land in folder/checks.
-    Returns the errors raised by graded test cells (there should be none)."""
+def run_reference(solution: Path, folder: Path, use_sandbox: bool = True, timeout: int = 600,
+                  env: dict[str, str] | None = None) -> list[str]:
+    """Execute the solution notebook with recording on (and `env` added to the kernel's
+    environment); the records land in folder/checks. Returns the errors raised by graded test
+    cells (there should be none)."""
     runtime = sandbox.short_runtime_dir()
     record = runtime / "checks"
     spec_folder = runtime.parent / f"{runtime.name}-jupyter"  # outside the one folder the kernel may write
     nb = nbformat.read(solution, as_version=4)
-    saved = {k: os.environ.get(k) for k in (RECORD_ENV, "JUPYTER_PATH", sandbox.GRADING_ENV)}
+    env = env or {}
+    saved = {k: os.environ.get(k) for k in (RECORD_ENV, "JUPYTER_PATH", sandbox.GRADING_ENV, *env)}
+    os.environ.update(env)
     os.environ[RECORD_ENV] = str(record)
     os.environ[sandbox.GRADING_ENV] = "1"  # run as a submission is graded (grader/sandbox.py)
     try:
