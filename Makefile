@@ -67,6 +67,7 @@ formgrader: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check course_lib grader tests benchmarks tools
 	$(BIN)/python tools/lint_tests.py tests solutions
+	$(BIN)/python tools/lint_test_cells.py solutions/*/*.ipynb
 
 test: $(STAMP) lint
 	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -n $(JOBS) --dist loadscope -q --durations=25 tests solutions --nbval \

@@ -32,6 +32,7 @@ import csv
 import fcntl
 import os
 import re
+import secrets
 import shutil
 import stat
 import subprocess
@@ -46,7 +47,7 @@ from pathlib import Path
 import nbformat
 import psutil
 
-from course_lib.grading import RECORD_ENV, WITHHOLD_ENV
+from course_lib.grading import RECORD_ENV, SEED_ENV, WITHHOLD_ENV
 from grader import gradebook, precheck, sandbox, verdicts
 from grader.answer_policy import notebook_definitions, policy_violations, withhold
 from grader.cells import is_answer_cell, is_test_cell, lesson_names, nbgrader_meta
@@ -329,7 +330,7 @@ def nbgrader(root: Path, *args: str, timeout: float | None = None) -> subprocess
 
 
 def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_timeout: float | None,
-                  use_sandbox: bool, runtime: Path, db: Path | None = None) -> tuple[str, float, str, list[str]]:
+                  use_sandbox: bool, runtime: Path, db: Path | None = None, seed: int = 0) -> tuple[str, float, str, list[str]]:
     """Run nbgrader autograde on one staged submission; the kernel records its checks in
     <runtime>/checks (`runtime` is a fresh folder from sandbox.short_runtime_dir()). Returns the
     status, the seconds, nbgrader's log and the processes the submission left running."""
@@ -342,6 +343,7 @@ def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_t
     env = _env()
     env[RECORD_ENV] = str(runtime / "checks")  # the checks' records (grader/verdicts.py)
     env[WITHHOLD_ENV] = "1"  # no expected value is computed in the submission's kernel
+    env[SEED_ENV] = str(seed)  # the hidden inputs of this batch
     env[sandbox.GRADING_ENV] = "1"  # the sandbox sets it too; this is for --no-sandbox
     if use_sandbox:
         kernels = sandbox.write_kernel_spec(root / ".grading" / "jupyter", course=root)
@@ -563,6 +565,7 @@ class Job:
     use_sandbox: bool
     enforce_policy: bool
     db: Path | None  # its own gradebook copy, or None: the course's (a serial batch)
+    seed: int = 0  # the batch's seed for hidden inputs (course_lib.grading.hidden_seed)
 
 
 def grade_job(job: Job) -> tuple[str, float, list[str]]:
@@ -571,7 +574,7 @@ def grade_job(job: Job) -> tuple[str, float, list[str]]:
     start = time.perf_counter()
     try:
         return grade_submission(job.root, job.lesson, job.student, job.reference, job.protected, job.deadline,
-                                job.cell_timeout, job.use_sandbox, job.enforce_policy, db=job.db)
+                                job.cell_timeout, job.use_sandbox, job.enforce_policy, db=job.db, seed=job.seed)
     except Exception as error:  # the grader's own failure on this submission: 0, flagged, go on
         flags = [f"the grader failed on this submission ({type(error).__name__}: {str(error)[:200]}); "
                  "scored 0, review by hand"]
@@ -606,6 +609,7 @@ def autograde(
     engine: str = "local",
     scheduler: str | None = None,
     progress: bool | None = None,
+    seed: int = 0,
 ) -> list[Result]:
     """Grade every submission of `lessons`, `jobs` at a time (each in its own sandbox), on this
     machine's processes (engine "local") or a Dask cluster (engine "dask": `scheduler` is its
@@ -618,7 +622,8 @@ def autograde(
     flags are those of a serial run: a parallel batch grades each submission into its own copy
     of the gradebook and merges it back from this process, the only writer. The instructor's run
     of each solution, whose checks every submission's are replayed against, is cached in
-    `reference_cache` (default <root>/.grading/reference)."""
+    `reference_cache` (default <root>/.grading/reference). `seed` draws the hidden tests' inputs
+    (`course_lib.grading.hidden_seed`; 0: the inputs the notebook states, whose reference is stored)."""
     if use_sandbox and sandbox.bwrap_path() is None:
         raise RuntimeError(NO_SANDBOX)
     if jobs < 1:
@@ -636,7 +641,7 @@ def autograde(
                 if done.returncode != 0:
                     raise RuntimeError(f"nbgrader generate_assignment {lesson} failed:\n{done.stdout}{done.stderr}")
         protected = {nb.name: protected_names(nb) for nb in (root / "notebooks" / lesson).glob("*.ipynb")}
-        reference = verdicts.reference_records(root, lesson, cache=reference_cache, use_sandbox=use_sandbox)
+        reference = verdicts.reference_records(root, lesson, cache=reference_cache, use_sandbox=use_sandbox, seed=seed)
         setup[lesson] = (reference, protected)
         folders = sorted((root / "submitted").glob(f"*/{lesson}"))
         mine = gradebook.shard_students([f.parent.name for f in folders], shard) if shard else None
@@ -698,7 +703,7 @@ def autograde(
         reference, protected = setup[lesson]
         db = gradebook.job_copy(batch_db, root, lesson, student) if parallel else (batch_db if shard else None)
         return Job(root, lesson, student, reference, protected, deadline, cell_timeout, use_sandbox,
-                   enforce_policy, db)
+                   enforce_policy, db, seed)
 
     with _engine(engine, jobs, scheduler) as pool:
         queue = list(plans)
@@ -839,7 +844,8 @@ def _summary(results: list[Result], jobs: int, wall: float) -> None:
 
 def grade_submission(root: Path, lesson: str, student: str, reference: dict[str, list[dict]],
                      protected: dict[str, dict[str, str | None]], deadline: float, cell_timeout: float | None,
-                     use_sandbox: bool, enforce_policy: bool = True, db: Path | None = None) -> tuple[str, float, list[str]]:
+                     use_sandbox: bool, enforce_policy: bool = True, db: Path | None = None,
+                     seed: int = 0) -> tuple[str, float, list[str]]:
     """Grade one submission: integrity checks, the answer policy, nbgrader in the sandbox, the
     replay of its checks, and what the sandbox stopped. Returns (status, seconds, flags)."""
     student_dir = root / "submitted" / student / lesson
@@ -852,7 +858,7 @@ def grade_submission(root: Path, lesson: str, student: str, reference: dict[str,
     try:
         flags += stage_submission(root, lesson, student, protected, enforce_policy)
         status, seconds, log, processes_left = run_autograde(root, lesson, student, deadline, cell_timeout,
-                                                             use_sandbox, runtime, db)
+                                                             use_sandbox, runtime, db, seed)
         memory_hit = sandbox.memory_cgroup_hit(runtime)
         if memory_hit:
             flags.append(f"its processes together reached the sandbox's memory limit "
@@ -992,6 +998,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="local: this machine's processes; dask: a Dask cluster (needs .[scale])")
     parser.add_argument("--scheduler", default=None,
                         help="with --engine dask: the scheduler's address (default: a LocalCluster of --jobs workers)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of the hidden tests' inputs (default: a new one per batch, printed; "
+                             "0: the inputs the notebooks state)")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="a progress bar with the ETA (default: on a terminal)")
     args = parser.parse_args(argv)
@@ -1012,6 +1021,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"notebooks/ is out of date for {', '.join(stale)}: run `make release` (and send learners the new version) "
               f"before grading, or grading uses the old tests.")
         return 1
+    seed = args.seed if args.seed is not None else 1 + secrets.randbelow(2**31 - 2)
+    print(f"hidden inputs drawn from seed {seed} (--seed {seed} grades again with the same inputs)")
     print(f"{'lesson':<20} {'student':<24} {'status':<16} {'autograded':<13} {'time':>7}  notes")
     if not args.no_sandbox and sandbox.bwrap_path() is None:
         print(NO_SANDBOX)
@@ -1024,7 +1035,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results = autograde(args.root, lessons, args.deadline, args.cell_timeout, use_sandbox=not args.no_sandbox,
                             report=report, resume=args.resume, jobs=jobs, shard=shard, engine=args.engine,
-                            scheduler=args.scheduler, progress=args.progress)
+                            scheduler=args.scheduler, progress=args.progress, seed=seed)
     except precheck.GradingSetupError as error:
         print(f"NOT GRADED: {error}")
         return 1

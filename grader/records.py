@@ -78,7 +78,7 @@ def decode_value(encoded: Any, tensors: dict[str, torch.Tensor], depth: int = 0)
 
 
 #: The kinds of record the recorder writes (course_lib.grading): checks, and two side records.
-KINDS = frozenset({"close", "shape", "sequence", "equal", "number", "true", "raises", "inputs", "machinery"})
+KINDS = frozenset({"close", "shape", "sequence", "equal", "number", "true", "raises", "machinery"})
 #: A record that failed the schema (`validate_record`): its cell scores 0 and is flagged.
 UNREADABLE = "unreadable"
 _KEYS = frozenset({"cell", "index", "kind", "actual", "expected", "options", "tensors", "prefix"})

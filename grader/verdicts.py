@@ -6,30 +6,28 @@ The answer policy (grader/answer_policy.py) and the sandbox (grader/sandbox.py) 
 answer can do; this module takes the verdict itself out of its reach:
 
 1. The instructor's solution runs with recording on: every check a test cell makes through
-   `course_lib.grading`'s helpers records the value, the expected value and the check's options
-   (safetensors for tensors, tagged JSON for the rest; nothing is unpickled), and every call of
-   the learner's code a fingerprint of the arguments the test built (grader/graded_source.py,
-   mode "reference"). `make execute-solutions` stores these records in
-   reference-checks/<lesson>/ with a key (the hash of the solution's code and of the
-   `course_lib` modules the lesson imports, `reference_key`) and the machine it ran on
-   (`machine_fingerprint`). When the key is stale, or the grading machine is another kind
-   (another CPU vendor or instruction set, another torch or NumPy: float32 results differ in
-   the last bits, and a training run drifts further), grading runs the solution once on this
-   machine and caches the result (`reference_records`): a right answer is judged against the
-   instructor's solution run where the answer ran.
-2. A submission's kernel runs each test cell without its expected values (mode "grading"):
-   each check records the learner's value with WITHHELD and judges nothing, and what only
-   computed expected values is not run. Each graded test cell is announced to the kernel first
-   (`begin_checks`), which also records whether the grading machinery was replaced.
-3. `compare` replays, in this process, each of the learner's recorded values against the
+   `course_lib.grading`'s helpers records the observed value, the expected value and the check's
+   options (safetensors for tensors, tagged JSON for the rest; nothing is unpickled).
+   `make execute-solutions` stores these records in reference-checks/<lesson>/ with a key (the
+   hash of the solution's code and of the `course_lib` modules the lesson imports,
+   `reference_key`) and the machine it ran on (`machine_fingerprint`). The stored reference is
+   made with the hidden inputs the notebook states (seed 0). A grading batch draws its own seed
+   for hidden inputs (`course_lib.grading.hidden_seed`), and when the seed, the key or the kind
+   of machine differs (another CPU vendor or instruction set, another torch or NumPy: float32
+   results differ in the last bits), grading runs the solution once on this machine with that
+   seed and caches the result (`reference_records`).
+2. A submission's kernel runs each test cell as written, with COURSE_WITHHOLD_EXPECTED=1: no
+   check calls its `expect=` function and no `if expecting():` block runs, so the kernel only
+   records the learner's observations (tools/lint_test_cells.py keeps test cells that way).
+   Each graded test cell is announced to the kernel first (`begin_checks`), which also records
+   whether the grading machinery was replaced.
+3. `compare` replays, in this process, each of the learner's observations against the
    reference's expected value with the same helper and the reference's options, so a failure
-   carries the same message as in the notebook. A cell passes only if it made as many checks
-   as the reference, of the same kinds, and each passed. A failure while the learner's code was
-   given other inputs than in the reference says so (OTHER_INPUTS).
+   carries the notebook's message, worded from the learner's own value. A cell passes only if it
+   made as many checks as the reference, of the same kinds, and each passed.
 4. `apply` lowers to 0 the gradebook score of every cell that fails here and writes why into the
-   graded notebook. It never raises a score. It flags other inputs, a replaced grading
-   machinery, and (for a kernel that ran a test with its expected values, outside `make
-   autograde`) a cell that passed there and fails here.
+   graded notebook. It never raises a score. It flags a replaced grading machinery, a kernel
+   that computed expected values, and unreadable records.
 """
 
 from __future__ import annotations
@@ -47,7 +45,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_lib.grading import RECORD_ENV, WITHHELD, announcement
+from course_lib.grading import RECORD_ENV, SEED_ENV, WITHHELD, announcement
 from grader import sandbox
 from grader.cells import is_test_cell, nbgrader_meta
 from grader.records import UNREADABLE, consolidate_records, read_records, replay_check
@@ -222,33 +220,35 @@ def run_reference(solution: Path, folder: Path, use_sandbox: bool = True, timeou
             for c in nb.cells if is_test_cell(c) for o in c.get("outputs", []) if o.output_type == "error"]
 
 
-def reference_records(root: Path, lesson: str, cache: Path | None = None, use_sandbox: bool = True) -> dict:
-    """{notebook name: records of the instructor's solution}. The stored reference
-    (reference-checks/, written by `make execute-solutions`) is used when its key matches the
-    solution and course_lib and it was made on a machine like this one (`machine_fingerprint`);
-    otherwise the solution is run once here and cached in `cache` (default
-    <root>/.grading/reference), keyed on both."""
+def reference_records(root: Path, lesson: str, cache: Path | None = None, use_sandbox: bool = True,
+                      seed: int = 0) -> dict:
+    """{notebook name: records of the instructor's solution} for the hidden inputs of `seed`. The
+    stored reference (reference-checks/, written by `make execute-solutions`) is used for seed 0
+    when its key matches the solution and course_lib and it was made on a machine like this one
+    (`machine_fingerprint`); otherwise the solution is run once here and cached in `cache`
+    (default <root>/.grading/reference), keyed on all three."""
     cache = cache or root / ".grading" / "reference"
     machine = machine_fingerprint()
     result = {}
     for solution in sorted((root / "solutions" / lesson).glob("*.ipynb")):
         key = reference_key(solution)
         stored = stored_reference(root, lesson, solution.name)
-        if _read(stored / "key") == key and _read(stored / "machine") == machine:
+        if seed == 0 and _read(stored / "key") == key and _read(stored / "machine") == machine:
             result[solution.name] = read_records(stored)
             continue
         cache.mkdir(parents=True, exist_ok=True)
-        local = hashlib.sha256(f"{key} {machine}".encode()).hexdigest()[:16]
+        local = hashlib.sha256(f"{key} {machine} {seed}".encode()).hexdigest()[:16]
         folder = cache / f"{lesson}-{solution.stem}-{local}"
         with open(cache / f"{lesson}.lock", "w") as lock:  # parallel graders share one run
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not (folder / "done").exists():
-                why = ("its stored reference is stale" if _read(stored / "key") != key else
+                why = (f"hidden inputs of this batch's seed {seed}" if seed else
+                       "its stored reference is stale" if _read(stored / "key") != key else
                        f"its stored reference was made on {_read(stored / 'machine') or 'an unrecorded machine'}, "
                        f"this machine is {machine}")
                 print(f"{lesson}: running the solution once on this machine ({why})", file=sys.stderr, flush=True)
                 start = time.perf_counter()
-                errors = run_reference(solution, folder, use_sandbox=use_sandbox)
+                errors = run_reference(solution, folder, use_sandbox=use_sandbox, env={SEED_ENV: str(seed)})
                 if errors:
                     raise RuntimeError(f"the solution of {lesson} fails its own tests, so it cannot be the "
                                        f"reference for grading: {errors[:3]}")
@@ -272,12 +272,6 @@ def _by_cell(records: list[dict]) -> dict[str, list[dict]]:
     return cells
 
 
-OTHER_INPUTS = "other inputs than the instructor's run"
-#: A note on a cell whose failing check the kernel compared itself (the test kept its expected
-#: value: no graded source was given): a pass there and a fail here means the kernel was fooled.
-JUDGED_IN_KERNEL = "judged in the kernel"
-
-
 def _replay(kind: str, actual, expected, options: dict) -> str | None:
     """replay_check, where a recorded value the check cannot even handle (a shape with negative
     sizes, a value of the wrong type: anything a kernel can write) fails the check instead of
@@ -288,26 +282,15 @@ def _replay(kind: str, actual, expected, options: dict) -> str | None:
         return f"the recorded value cannot be checked ({type(error).__name__}: {str(error)[:120]})"
 
 
-def _same_expected(kind: str, mine, theirs, options: dict) -> bool:
-    """Whether the expected value the learner's kernel computed is the instructor's run's (then
-    the test ran on the same inputs): within the check's tolerance for values, exactly for
-    shapes and exception names."""
-    if kind in ("shape", "raises"):
-        return type(mine) is type(theirs) and mine == theirs
-    return _replay(kind, mine, theirs, options) is None
-
-
+#: A note on a cell whose kernel computed an expected value: it ran with expected values on (not
+#: under `make autograde`, or the answer turned them on); the verdict is still the grader's replay.
+EXPECTED_IN_KERNEL = "expected values computed in the kernel"
 #: A note on a cell before which the kernel's grading machinery had been changed
 #: (`course_lib.grading.check_machinery`); followed by ": " and what changed.
 MACHINERY = "grading machinery changed"
-_SIDE_RECORDS = ("inputs", "machinery", UNREADABLE)
+_SIDE_RECORDS = ("machinery", UNREADABLE)
 #: A note on a cell with a record that is not what the recorder writes (grader/records.py).
 UNREADABLE_RECORD = "unreadable record"
-
-
-def _split(records: list[dict]) -> tuple[list[dict], list[dict]]:
-    """(checks, inputs records) of one cell."""
-    return [r for r in records if r["kind"] not in _SIDE_RECORDS], [r for r in records if r["kind"] == "inputs"]
 
 
 def _machinery_notes(records: list[dict]) -> list[str]:
@@ -316,73 +299,35 @@ def _machinery_notes(records: list[dict]) -> list[str]:
     return [f"{MACHINERY}: {', '.join(changed[:8])}"] if changed else []
 
 
-def _other_inputs(mine: list[dict], theirs: list[dict]) -> str | None:
-    """Where the learner's run gave the learner's code other test-built arguments than the
-    instructor's run did, or None."""
-    for n, (got, ref) in enumerate(zip(mine, theirs, strict=False)):
-        if got["actual"] != ref["actual"]:
-            return f"call {n + 1} of the learner's code ({ref['actual']}) was given {got['actual']}"
-        if not isinstance(got["expected"], dict) or got["expected"] != ref["expected"]:
-            keys = ref["expected"].keys() if isinstance(ref["expected"], dict) else []
-            differing = [k for k in keys if not isinstance(got["expected"], dict) or got["expected"].get(k) != ref["expected"][k]]
-            which = ", ".join(f"argument {k}" if k.isdigit() else k for k in differing) or "its arguments"
-            return f"call {n + 1} of the learner's code ({ref['actual']}) was given another {which}"
-    return None
+def _judge(cell_reference: list[dict], cell_learner: list[dict]) -> tuple[str | None, list[str]]:
+    """(failure or None, notes) of one cell: the learner's observations, check by check, against
+    the reference's expected values, with the reference's options (tolerances, names, hints)."""
+    notes = _machinery_notes(cell_learner)
+    unreadable = [r["actual"] for r in cell_learner if r["kind"] == UNREADABLE]
+    if unreadable:
+        return f"{UNREADABLE_RECORD}: {unreadable[0]}", [UNREADABLE_RECORD]
+    expected = [r for r in cell_reference if r["kind"] not in _SIDE_RECORDS]
+    got = [r for r in cell_learner if r["kind"] not in _SIDE_RECORDS]
+    if any(r["expected"] is not WITHHELD and r["kind"] not in ("true", "raises") for r in got):
+        notes.append(EXPECTED_IN_KERNEL)
+    for i, ref in enumerate(expected):
+        if i >= len(got):
+            name = ref["options"].get("name") or ref["options"].get("message", "")
+            return f"{len(got)} of its {len(expected)} checks ran; the next one is '{name}'", notes
+        if got[i]["kind"] != ref["kind"]:
+            return f"check {i + 1} is of another kind ({got[i]['kind']}) than in the reference ({ref['kind']})", notes
+        message = _replay(ref["kind"], got[i]["actual"], ref["expected"], ref["options"])
+        if message is not None:
+            return message, notes
+    if len(got) > len(expected):
+        return f"{len(got)} checks ran where the reference makes {len(expected)}", notes
+    return None, notes
 
 
 def compare(reference: list[dict], learner: list[dict]) -> dict[str, tuple[str | None, list[str]]]:
     """{cell: (failure or None, notes)} for every cell the reference made checks in."""
     theirs = _by_cell(learner)
-    verdicts = {}
-    for cell, reference_records in _by_cell(reference).items():
-        expected_checks, expected_inputs = _split(reference_records)
-        got_checks, got_inputs = _split(theirs.get(cell, []))
-        notes: list[str] = _machinery_notes(theirs.get(cell, []))
-        failure = None
-        value_failed = False
-        unreadable = [r["actual"] for r in theirs.get(cell, []) if r["kind"] == UNREADABLE]
-        if unreadable:
-            verdicts[cell] = (f"{UNREADABLE_RECORD}: {unreadable[0]}", [UNREADABLE_RECORD])
-            continue
-        for i, ref in enumerate(expected_checks):
-            if i >= len(got_checks):
-                failure = (f"{len(got_checks)} of its {len(expected_checks)} checks ran" +
-                           (f"; the next one is '{ref['options'].get('name') or ref['options'].get('message', '')}'"))
-                break
-            got = got_checks[i]
-            if got["kind"] != ref["kind"]:
-                failure = f"check {i + 1} is of another kind ({got['kind']}) than in the reference ({ref['kind']})"
-                break
-            message = _replay(ref["kind"], got["actual"], ref["expected"], ref["options"])
-            if message is None:
-                continue
-            value_failed = True
-            if got["expected"] is not WITHHELD:  # the kernel held an expected value (no graded source)
-                notes.append(JUDGED_IN_KERNEL)
-                # Other inputs: the kernel's expected value is not the instructor's, and the learner's value
-                # passed against it there (a test whose expected value is derived from the answer's own
-                # output, failing in the kernel too, is an ordinary failure).
-                if (not _same_expected(ref["kind"], got["expected"], ref["expected"], ref["options"])
-                        and _replay(ref["kind"], got["actual"], got["expected"], ref["options"]) is None):
-                    failure = (f"check {i + 1} ({ref['options'].get('name') or ref['kind']}) ran on other inputs "
-                               "than the instructor's run: the test's own values were changed in the kernel, or the "
-                               "answer used the random state the tests rely on (scored 0; review by hand)")
-                    notes.append(OTHER_INPUTS)
-                    break
-            failure = message
-            break
-        if failure is None and len(got_checks) > len(expected_checks):
-            failure = f"{len(got_checks)} checks ran where the reference makes {len(expected_checks)}"
-        if failure is not None and value_failed and OTHER_INPUTS not in notes:
-            # only the calls before the first failing check: later ones may differ because of it
-            before = [r for r in got_inputs if r.get("index", 0) < got_checks[i].get("index", 0)]
-            difference = _other_inputs(before, expected_inputs)
-            if difference is not None:
-                failure += (f" (this test ran on other inputs than the instructor's run: {difference}. Did the "
-                            "answer change an input in place, or draw from the random state the tests use?)")
-                notes.append(OTHER_INPUTS)
-        verdicts[cell] = (failure, notes)
-    return verdicts
+    return {cell: _judge(records, theirs.get(cell, [])) for cell, records in _by_cell(reference).items()}
 
 
 #: Stream outputs a test cell prints when it gets to its end, which a failed replay contradicts.
@@ -404,6 +349,9 @@ def apply(root: Path, lesson: str, student: str, notebook: str,
         for cell, (failure, notes) in verdicts.items():
             flags += [f"{cell}: before this test cell ran, the kernel's {note} (the verdicts are the grader's "
                       "replay, not the kernel's); review by hand" for note in notes if note.startswith(MACHINERY)]
+            if EXPECTED_IN_KERNEL in notes:
+                flags.append(f"{cell}: its kernel computed expected values, which a graded kernel never does "
+                             "(the verdicts are the grader's replay); review by hand")
             if failure is None:
                 continue
             try:
@@ -414,12 +362,9 @@ def apply(root: Path, lesson: str, student: str, notebook: str,
             if score > 0:
                 grade.auto_score = 0.0
                 overturned[cell] = failure
-                if JUDGED_IN_KERNEL in notes:
-                    flags.append(f"{cell}: passed in the kernel, failed the grader's replay ({failure[:200]}); "
-                                 "scored 0")
             elif " checks ran" not in failure:  # a value that failed: the first reason, before any later error
                 overturned[cell] = failure
-            if OTHER_INPUTS in notes or UNREADABLE_RECORD in notes:
+            if UNREADABLE_RECORD in notes:
                 flags.append(f"{cell}: {failure[:300]}; scored 0, review by hand")
         gb.db.commit()
     if overturned:  # the feedback shows why the cell scored 0

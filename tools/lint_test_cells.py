@@ -13,6 +13,9 @@ checks never call their `expect=` function, and `if expecting():` blocks are ski
   check's `expect=`);
 - a name bound only under `if expecting():` is never read where the grading run goes.
 
+A name assigned from a call of the learner's code (the functions and classes the answer cells
+define, `assert_raises`) is an observation, whatever reads it.
+
     python tools/lint_test_cells.py solutions/*/*.ipynb
 """
 
@@ -55,7 +58,8 @@ class _Regions(ast.NodeVisitor):
     case's description), `skipped` (in an `expect=` function or an `if expecting():` block); and
     bindings the same way."""
 
-    def __init__(self):
+    def __init__(self, learner: set[str] = frozenset()):
+        self.observations: set[str] = set(learner) | {"assert_raises"}  # what the learner's code gave
         self.data: set[str] = set()
         self.soft: set[str] = set()
         self.messages: set[str] = set()
@@ -106,6 +110,30 @@ class _Regions(ast.NodeVisitor):
 
     visit_ImportFrom = visit_Import
 
+    def visit_Assign(self, node: ast.Assign) -> None:
+        """A name assigned from a call of the learner's code (or from an observation) is an
+        observation itself, whatever reads it."""
+        if self._mode == "data" and self._observes(node.value):
+            self.observations |= {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        self.generic_visit(node)
+
+    def _observes(self, node: ast.AST) -> bool:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call):
+                root = sub.func
+                while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
+                    root = root.func if isinstance(root, ast.Call) else root.value
+                if isinstance(root, ast.Name) and root.id in self.observations:
+                    return True
+        return False
+
+    def visit_IfExp(self, node: ast.IfExp) -> None:
+        if isinstance(node.test, ast.Call) and _callee(node.test) == "expecting":  # `a if expecting() else b`
+            self._in("skipped", [node.body])
+            self._in(self._mode, [node.orelse])
+        else:
+            self.generic_visit(node)
+
     def visit_If(self, node: ast.If) -> None:
         if _is_expecting_block(node):
             self._in("skipped", node.body)
@@ -144,23 +172,23 @@ class _Regions(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def lint_cell(cell: str, source: str, read_elsewhere: set[str]) -> list[Problem]:
+def lint_cell(cell: str, source: str, read_elsewhere: set[str], learner: set[str] = frozenset()) -> list[Problem]:
     try:
         tree = ast.parse(source)
     except SyntaxError as error:
         return [Problem(cell, error.lineno or 0, f"does not parse: {error.msg}")]
-    regions = _Regions()
+    regions = _Regions(learner)
     regions.visit(tree)
     problems = [Problem(cell, line, text) for line, text in regions.problems]
     for name, line in sorted(regions.bound.items(), key=lambda item: item[1]):
-        if name in regions.data or name in read_elsewhere or name in THROWAWAY:
+        if name in regions.data or name in read_elsewhere or name in THROWAWAY or name in regions.observations:
             continue
         if name in regions.skipped_loads or name in regions.soft:
             problems.append(Problem(cell, line, f"{name!r} is computed while grading but read only by expected "
                                                 "values, conditions or messages: compute it under `if expecting():` "
                                                 "(or compare it with a check's expect=)"))
     for name, line in sorted(regions.skipped_bound.items(), key=lambda item: item[1]):
-        if name not in regions.bound and (name in regions.data or name in regions.soft):
+        if name not in regions.bound and (name in regions.data or name in regions.soft or name in regions.messages):
             problems.append(Problem(cell, line, f"{name!r} is bound under `if expecting():` but read where the "
                                                 "grading run goes (it does not exist there)"))
     return problems
@@ -186,10 +214,22 @@ def lint_notebook(path: Path) -> list[Problem]:
     code = [c for c in nb.cells if c.cell_type == "code"]
     tests = [c for c in code if c.get("metadata", {}).get("nbgrader", {}).get("grade")
              and not c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    learner = set()
+    for cell in code:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+            try:
+                tree = ast.parse(cell.source)
+            except SyntaxError:
+                continue
+            for node in tree.body:
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                    learner.add(node.name)
+                elif isinstance(node, ast.Assign):
+                    learner |= {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
     problems = []
     for cell in tests:
         elsewhere = set().union(*(_loads(c.source, any(c is t for t in tests)) for c in code if c is not cell))
-        problems += lint_cell(cell.metadata["nbgrader"]["grade_id"], cell.source, elsewhere)
+        problems += lint_cell(cell.metadata["nbgrader"]["grade_id"], cell.source, elsewhere, learner)
     return problems
 
 

@@ -5,9 +5,8 @@ cell's output and wall time, and stops at the first failing cell with its index.
 IPython magics or shell escapes (`%...`, `!...`) are skipped; matplotlib draws off-screen.
 
 With `--record DIR` it runs as the grader runs the instructor's solution (COURSE_GRADING=1, the
-tests' checks recorded into DIR, each test cell announced and run as grader/graded_source.py
-makes it; `--graded`: as a submission's, without the expected values) and goes on past failing
-cells; then
+tests' checks recorded into DIR, each test cell announced; `--graded`: as a submission's,
+with no expected value computed) and goes on past failing cells; then
 `python tools/compare_records.py LESSON DIR` compares the records with the stored reference run,
 which is how the course checks that a right answer earns its points on another machine.
 
@@ -53,14 +52,13 @@ def main() -> int:
     parser.add_argument("--graded", action="store_true",
                         help="with --record: run the test cells as a submission's are graded (no expected values)")
     args = parser.parse_args()
-    sources: dict[str, str] = {}
     os.environ.setdefault("MPLBACKEND", "Agg")
     if args.record is not None:
+        if args.graded:  # before course_lib.grading is imported: it reads it once
+            os.environ["COURSE_WITHHOLD_EXPECTED"] = "1"
         from course_lib.grading import RECORD_ENV
         os.environ[RECORD_ENV] = str(args.record.resolve())
         os.environ["COURSE_GRADING"] = "1"
-        from grader.graded_source import notebook_sources
-        sources = notebook_sources(args.notebook, "grading" if args.graded else "reference")
     os.chdir(args.notebook.parent)            # notebooks read and write beside themselves
     sys.path.insert(0, ".")
     namespace: dict = {"__name__": "__main__"}
@@ -72,7 +70,6 @@ def main() -> int:
         if test and args.record is not None:
             from course_lib.grading import announcement
             exec(announcement(test), namespace)  # noqa: S102 (as the grader announces a test cell)
-            source = sources.get(test, source)
         start = time.perf_counter()
         filename = f"<cell {index}>"
         # as IPython does: the source is findable, which inspect (and so @triton.jit) needs

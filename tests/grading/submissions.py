@@ -6,6 +6,7 @@ import copy
 import textwrap
 
 import nbformat
+import torch
 
 from grader.cells import is_answer_cell, is_hidden_test_cell, is_test_cell
 from grader.cells import nbgrader_meta as meta
@@ -341,9 +342,86 @@ GRADING_ATTACKS: dict[str, tuple[dict[str, str], str | float]] = {
             source = "".join(linecache.getlines(frame.f_code.co_filename)) if frame else "not found"
             raise ValueError(source)
     """)}, 0.0),
+    # an answer that searches the kernel (its globals, what they hold, every live tensor) for a
+    # tensor of the shape and dtype it must return, that sums to 1 like a softmax, and returns it:
+    # a test cell holds no expected value, so all it finds is inputs and earlier outputs
+    "harvests-the-kernel": ({"softmax_answer": _code("""
+        import gc
+        import __main__
+
+        def _found(x, dim):
+            seen = []
+            for name in dir(__main__):
+                value = getattr(__main__, name)
+                seen += [value, *(value if isinstance(value, (list, tuple)) else []),
+                         *(value.values() if isinstance(value, dict) else [])]
+            seen += [o for o in gc.get_objects() if isinstance(o, torch.Tensor)]
+            for value in seen:
+                if (isinstance(value, torch.Tensor) and value is not x and value.shape == x.shape
+                        and value.dtype == x.dtype and not value.requires_grad
+                        and torch.allclose(value.sum(dim), torch.ones((), dtype=x.dtype), atol=1e-4)):
+                    return value.clone()
+            return None
+
+        def stable_softmax(x, dim=-1):
+            found = _found(x, dim)
+            return found if found is not None else torch.zeros_like(x)
+    """)}, "cross_entropy"),
+    # a wrong answer that swaps what a kernel-side comparison would use for exactly one call, and
+    # puts it back: nothing is compared in the kernel, so there is nothing to fool
+    "one-call-patch": ({"softmax_answer": _code("""
+        import __main__
+
+        def stable_softmax(x, dim=-1):
+            for module in (torch, torch.testing):
+                for name in ("isclose", "allclose", "equal", "assert_close"):
+                    original = getattr(module, name, None)
+                    if original is None:
+                        continue
+                    def once(*args, _original=original, _module=module, _name=name, **kwargs):
+                        setattr(_module, _name, _original)
+                        return True
+                    setattr(module, name, once)
+            return x
+    """)}, "cross_entropy"),
+    # every value the kernel holds, carried out in the answer's own exception message
+    "raises-kernel-values": ({"softmax_answer": _code("""
+        import __main__
+
+        def stable_softmax(x, dim=-1):
+            values = {name: getattr(__main__, name) for name in dir(__main__) if not name.startswith("__")}
+            raise ValueError(repr({k: v for k, v in values.items() if isinstance(v, (torch.Tensor, float, int))})[:3000])
+    """)}, "cross_entropy"),
+    # the outputs of the hidden inputs an earlier feedback showed (the notebook's own seeds),
+    # remembered: graded with another batch seed, they match nothing (see memorised_softmax)
 }
-# Attacks on the hidden tests' secrecy leave nothing to flag: what is checked is that nothing leaks.
-UNFLAGGED_ATTACKS = ("reads-hidden-source", "raises-hidden-source")
+# Attacks that gain nothing and leave nothing to flag: what is checked is that nothing leaks or scores.
+UNFLAGGED_ATTACKS = ("reads-hidden-source", "raises-hidden-source", "harvests-the-kernel", "one-call-patch",
+                     "raises-kernel-values", "memorised-outputs")
+
+
+def memorised_softmax() -> str:
+    """A stable_softmax that returns the remembered outputs of lesson 00's test inputs with the
+    notebook's own seeds (visible and hidden), and its input unchanged for anything else."""
+    g = torch.Generator().manual_seed(1)
+    cube = torch.randn(2, 3, 4, generator=g)
+    scales = torch.tensor([[1000.0, 999.0, 998.0], [-1000.0, -999.0, -998.0]])
+    inputs = [(torch.tensor([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]]), -1),
+              (torch.tensor([[1000.0, 1001.0, 1002.0], [-1000.0, 0.0, 1000.0]]), -1), (scales, -1),
+              (scales.T, 0), (cube, 0), (cube, 1),
+              (torch.tensor([[1000.0, 0.0, -1000.0], [800.0, 799.0, 1.0]], dtype=torch.float64), -1)]
+    memory = {(tuple(x.shape), str(x.dtype), dim, tuple(round(v, 4) for v in x.flatten().tolist()[:4])):
+              torch.softmax(x, dim=dim).tolist() for x, dim in inputs}
+    return _code(f"""
+        _MEMORY = {memory!r}
+
+        def stable_softmax(x, dim=-1):
+            key = (tuple(x.shape), str(x.dtype), dim if dim >= 0 else -1,
+                   tuple(round(v, 4) for v in x.flatten().tolist()[:4]))
+            if key in _MEMORY:
+                return torch.tensor(_MEMORY[key], dtype=x.dtype)
+            return x.clone()
+    """)
 
 
 def with_sources(student_nb, sources: dict[str, str]):

@@ -24,6 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 LESSONS = lesson_names(ROOT)
 TABLE_DIR = ROOT / "build" / "round_trip"
 LOOP_DEADLINE_S = 20
+#: The hidden inputs of the policy-off batch: another seed than the notebook's own (0).
+BATCH_SEED = 20261127
 EDITS = "calls-reference-edits-tests"
 # The instructor's run of each solution, which every submission's checks are replayed against
 # (grader/verdicts.py): shared by both halves of a lesson, computed once per change of the solution.
@@ -103,7 +105,10 @@ def _batches(part, lesson, root, solution, student) -> list[tuple[dict, dict]]:
         if SANDBOX:  # the policy names the gradebook; without it, only the sandbox stops this
             sources["escapes-through-numpy"] = subs.escapes_through_numpy(root)
         attacks = {f"policy-off-{a}": source for a, source in sources.items()}
-        classmate, options = "policy-off-zz-honest-classmate", {"deadline": 120, "enforce_policy": False}
+        # a batch seed of its own: the hidden inputs differ from the notebook's (memorised outputs
+        # match nothing), and the reference runs once with that seed
+        classmate, options = "policy-off-zz-honest-classmate", {"deadline": 120, "enforce_policy": False,
+                                                                "seed": BATCH_SEED}
     submissions = {name: (subs.with_answer(student, "softmax_answer", source), 0.0) for name, source in attacks.items()}
     if part == HOSTILE:
         submissions["hostile-added-cell"] = (subs.with_added_cell(student, "softmax_answer", subs.ADDED_CELL_ATTACK), 0.0)
@@ -112,9 +117,14 @@ def _batches(part, lesson, root, solution, student) -> list[tuple[dict, dict]]:
     if part == POLICY_OFF:
         tests_of = subs.exercise_tests(solution)
         points = {subs.meta(c)["grade_id"]: float(subs.meta(c)["points"]) for c in solution.cells if subs.is_test_cell(c)}
-        earned = {"softmax": sum(points[cell] for cell in tests_of["softmax_answer"]), "all": all_points}
+        earned = {"softmax": sum(points[cell] for cell in tests_of["softmax_answer"]), "all": all_points,
+                  "cross_entropy": sum(points[cell] for cell in tests_of["cross_entropy_answer"])}
         for name, (sources, honest) in subs.GRADING_ATTACKS.items():
             submissions[f"policy-off-{name}"] = (subs.with_sources(student, sources), earned.get(honest, honest))
+        # remembered outputs of the notebook's own inputs: only the visible test's fixed inputs still match
+        submissions["policy-off-memorised-outputs"] = (
+            subs.with_sources(student, {"softmax_answer": subs.memorised_softmax()}),
+            points["softmax_visible"] + earned["cross_entropy"])
     submissions[classmate] = (solution, all_points)  # graded after every attack (name order)
     return [(submissions, options)]
 

@@ -291,11 +291,11 @@ def test_the_isclose_attack_is_real_without_the_policy():
     original = torch.isclose
     try:
         exec(HOSTILE_ANSWERS["patches-isclose"], {"torch": torch})  # noqa: S102
-        assert_tensor_close(torch.zeros(3), torch.ones(3), name="a wrong answer")  # passes!
+        assert_tensor_close(torch.zeros(3), expect=lambda: torch.ones(3), name="a wrong answer")  # passes!
     finally:
         torch.isclose = original
     with pytest.raises(AssertionError):
-        assert_tensor_close(torch.zeros(3), torch.ones(3), name="a wrong answer")
+        assert_tensor_close(torch.zeros(3), expect=lambda: torch.ones(3), name="a wrong answer")
 
 
 def test_a_withheld_answer_raises_and_names_its_violations():

@@ -323,8 +323,8 @@ def test_the_stored_reference_is_used_only_on_a_machine_like_the_one_that_made_i
     monkeypatch.setattr(verdicts, "read_records", lambda folder: [str(folder)])
     runs = []
 
-    def run_reference(path, folder, use_sandbox=True):
-        runs.append(folder)
+    def run_reference(path, folder, use_sandbox=True, env=None):
+        runs.append((folder, env))
         folder.mkdir(parents=True)
         return []
 
@@ -344,6 +344,14 @@ def test_the_stored_reference_is_used_only_on_a_machine_like_the_one_that_made_i
     (stored / "machine").unlink()  # a reference that does not say where it was made
     verdicts.reference_records(tmp_path, "00_setup")
     assert len(runs) == 1, "the same key and machine share the cached local run"
+
+    (stored / "machine").write_text(verdicts.machine_fingerprint() + "\n")
+    drawn = verdicts.reference_records(tmp_path, "00_setup", seed=77)
+    assert len(runs) == 2, "a batch's own seed runs the solution with that seed, not the stored reference"
+    assert runs[-1][1] == {"COURSE_GRADING_SEED": "77"}
+    assert drawn[solution.name] != [str(stored)]
+    verdicts.reference_records(tmp_path, "00_setup", seed=77)
+    assert len(runs) == 2, "one run per seed"
 
 
 def test_a_lost_worker_costs_its_submission_only_and_nothing_it_half_wrote_is_merged(tmp_path, monkeypatch):
