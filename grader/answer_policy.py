@@ -123,6 +123,7 @@ ANY_ROOT_ATTRIBUTES: dict[str, str] = {
     **dict.fromkeys(("begin_checks", "reports_errors", "assert_tensor_close", "assert_shape",
                      "assert_equal", "assert_sequence_equal", "assert_number_close", "assert_true",
                      "assert_raises", "forbid", "_recorder", "_record", "_Recorder", "RECORD_ENV",
+                     "_WITHHOLD", "WITHHOLD_ENV", "SEED_ENV", "hidden_seed",
                      "read_records", "consolidate_records", "replay_check", "announcement"), GRADING),
     **dict.fromkeys(("ast_transformers", "input_transformers_cleanup", "input_transformers_post",
                      "input_transformer_manager", "user_ns", "user_global_ns", "user_ns_hidden",

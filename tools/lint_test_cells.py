@@ -59,7 +59,8 @@ class _Regions(ast.NodeVisitor):
     bindings the same way."""
 
     def __init__(self, learner: set[str] = frozenset()):
-        self.observations: set[str] = set(learner) | {"assert_raises"}  # what the learner's code gave
+        # what the learner's code gave, and the test's literal settings: never an expected value
+        self.observations: set[str] = set(learner) | {"assert_raises"}
         self.data: set[str] = set()
         self.soft: set[str] = set()
         self.messages: set[str] = set()
@@ -126,6 +127,13 @@ class _Regions(ast.NodeVisitor):
                 if isinstance(root, ast.Name) and root.id in self.observations:
                     return True
         return False
+
+    def visit_For(self, node: ast.For) -> None:
+        """`for key in ("a", "b"):` binds settings of the test (labels, options), never values."""
+        if (self._mode == "data" and isinstance(node.iter, (ast.Tuple, ast.List, ast.Set))
+                and all(isinstance(e, ast.Constant) for e in node.iter.elts)):
+            self.observations |= {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+        self.generic_visit(node)
 
     def visit_IfExp(self, node: ast.IfExp) -> None:
         if isinstance(node.test, ast.Call) and _callee(node.test) == "expecting":  # `a if expecting() else b`

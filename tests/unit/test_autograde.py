@@ -198,7 +198,7 @@ def test_failing_answers_and_tests_are_not_mistaken_for_contained_attacks(tmp_pa
     graded = _graded(tmp_path / "graded.ipynb", [
         ("def f(x):\n    raise NotImplementedError()", []),
         ("f(1)", [_error("NotImplementedError", "")]),
-        ("assert_equal(f(1), 2)", [_error("AssertionError", "f(1): expected 2, got 3")]),
+        ("assert_equal(f(1), expect=lambda: 2)", [_error("AssertionError", "f(1): expected 2, got 3")]),
         ("open('dat.txt')", [_error("FileNotFoundError", "[Errno 2] No such file or directory: 'dat.txt'")]),
         ("print('done')", [{"output_type": "stream", "name": "stdout", "text": "done\n"}]),
     ])

@@ -50,6 +50,6 @@ def test_test_cells_must_check_through_recording_helpers():
         "    g(x)\n"
         "except RuntimeError as error:\n"
         "    raise AssertionError(f'g(x) raised {error}') from None\n"
-        "assert_equal(got, 3, name='f(x)')\n"
+        "assert_equal(got, expect=lambda: 3, name='f(x)')\n"
     )
     assert unrecorded_checks(source) == [2, 4], "bare asserts and check-style raises are flagged, an except's raise is not"
