@@ -1,6 +1,7 @@
 """Grading the course: `python -m grader VERB ...` (run from the course directory).
 
     python -m grader autograde [LESSON ...] [--deadline S] [--resume]   grade submitted/
+                     [--seed N] (hidden inputs; default: a new seed per batch)
                      [--jobs N|auto] [--shard I/N] [--engine local|dask] [--scheduler ADDRESS]
     python -m grader merge [COURSE_DIR ...]                             shard runs into this gradebook
     python -m grader feedback [LESSON ...]                              feedback/ and grades.csv

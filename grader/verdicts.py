@@ -316,12 +316,26 @@ def _judge(cell_reference: list[dict], cell_learner: list[dict]) -> tuple[str | 
             return f"{len(got)} of its {len(expected)} checks ran; the next one is '{name}'", notes
         if got[i]["kind"] != ref["kind"]:
             return f"check {i + 1} is of another kind ({got[i]['kind']}) than in the reference ({ref['kind']})", notes
-        message = _replay(ref["kind"], got[i]["actual"], ref["expected"], ref["options"])
+        message = _replay(ref["kind"], got[i]["actual"], ref["expected"], _options(ref, got[i]))
         if message is not None:
             return message, notes
     if len(got) > len(expected):
         return f"{len(got)} checks ran where the reference makes {len(expected)}", notes
     return None, notes
+
+
+#: The longest message of the learner's own kernel that feedback quotes.
+MESSAGE_CHARS = 2000
+
+
+def _options(reference: dict, learner: dict) -> dict:
+    """The options a check is replayed with: the reference's (tolerances, names, hints), except
+    an `assert_true` message, which is worded from the learner's own values in its kernel (the
+    memory it used, the shape it made) and so is taken from the learner's record."""
+    message = learner["options"].get("message") if isinstance(learner.get("options"), dict) else None
+    if reference["kind"] == "true" and isinstance(message, str):
+        return {**reference["options"], "message": message[:MESSAGE_CHARS]}
+    return reference["options"]
 
 
 def compare(reference: list[dict], learner: list[dict]) -> dict[str, tuple[str | None, list[str]]]:

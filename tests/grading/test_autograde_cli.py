@@ -24,7 +24,7 @@ def test_a_fresh_course_is_released_graded_reported_and_resumed(tmp_path, capsys
     (tmp_path / "submitted" / "bob" / LESSON).mkdir(parents=True)  # an empty submission folder
     flags = [] if sandbox.bwrap_path() else ["--no-sandbox"]
 
-    assert ag.main([LESSON, "--root", str(tmp_path), *flags]) == 0
+    assert ag.main([LESSON, "--seed", "0", "--root", str(tmp_path), *flags]) == 0
     report = tmp_path / "autograded" / "autograde-report.csv"
     rows = list(csv.DictReader(report.open()))
     assert [(r["student"], r["status"], float(r["autograded_score"])) for r in rows] == [
@@ -32,7 +32,7 @@ def test_a_fresh_course_is_released_graded_reported_and_resumed(tmp_path, capsys
     assert rows[1]["flags"] == f"submitted/bob/{LESSON}/ holds no notebook (expected {LESSON}.ipynb); 0 points"
 
     capsys.readouterr()
-    assert ag.main([LESSON, "--root", str(tmp_path), "--resume", *flags]) == 0
+    assert ag.main([LESSON, "--seed", "0", "--root", str(tmp_path), "--resume", *flags]) == 0
     assert "ada" not in capsys.readouterr().out, "--resume must skip a submission already in the report"
     assert len(list(csv.DictReader(report.open()))) == 2
 

@@ -76,7 +76,7 @@ def _snapshot(root: Path) -> dict:
 @pytest.fixture(scope="module")
 def serial(template, tmp_path_factory):
     root = _copy(template, tmp_path_factory.mktemp("serial") / "course")
-    assert ag.main([LESSON, "--root", str(root), "--jobs", "1", "--no-progress", *SANDBOX_FLAGS]) == 0
+    assert ag.main([LESSON, "--seed", "0", "--root", str(root), "--jobs", "1", "--no-progress", *SANDBOX_FLAGS]) == 0
     return _snapshot(root)
 
 
@@ -95,7 +95,7 @@ def test_the_serial_run_grades_as_the_round_trip_does(serial):
 
 def test_two_jobs_give_exactly_the_serial_run(serial, template, tmp_path):
     root = _copy(template, tmp_path / "course")
-    assert ag.main([LESSON, "--root", str(root), "--jobs", "2", "--no-progress", *SANDBOX_FLAGS]) == 0
+    assert ag.main([LESSON, "--seed", "0", "--root", str(root), "--jobs", "2", "--no-progress", *SANDBOX_FLAGS]) == 0
     assert _snapshot(root) == serial
     assert not list((root / gradebook.JOBS).rglob("*.db")), "a submission's gradebook copy was left behind"
 
@@ -106,7 +106,7 @@ def test_shards_merged_give_exactly_the_serial_run(serial, template, tmp_path):
     assert gradebook.shard_students(list(EXPECTED_SHARDS), (1, 2)) == {s for s, i in EXPECTED_SHARDS.items() if i == 1}
     elsewhere, root = _copy(template, tmp_path / "elsewhere"), _copy(template, tmp_path / "course")
     for shard, folder in (("1/2", elsewhere), ("2/2", root)):
-        assert ag.main([LESSON, "--root", str(folder), "--shard", shard, "--jobs", "1", "--no-progress",
+        assert ag.main([LESSON, "--seed", "0", "--root", str(folder), "--shard", shard, "--jobs", "1", "--no-progress",
                         *SANDBOX_FLAGS]) == 0
     with open(root / gradebook.SHARDS / "2-of-2" / ag.REPORT, newline="") as f:
         assert {r["student"] for r in csv.DictReader(f)} == {s for s, i in EXPECTED_SHARDS.items() if i == 2}
@@ -141,6 +141,6 @@ def test_a_submission_no_shard_graded_is_reported(template, tmp_path):
 
 def test_a_dask_cluster_gives_exactly_the_serial_run(serial, template, tmp_path):
     root = _copy(template, tmp_path / "course")
-    assert ag.main([LESSON, "--root", str(root), "--engine", "dask", "--jobs", "2", "--no-progress",
+    assert ag.main([LESSON, "--seed", "0", "--root", str(root), "--engine", "dask", "--jobs", "2", "--no-progress",
                     *SANDBOX_FLAGS]) == 0
     assert _snapshot(root) == serial

@@ -27,6 +27,8 @@ LOOP_DEADLINE_S = 20
 #: The hidden inputs of the policy-off batch: another seed than the notebook's own (0).
 BATCH_SEED = 20261127
 EDITS = "calls-reference-edits-tests"
+#: The submission whose every function answer returns what it finds in the kernel.
+HARVESTER = "harvests-the-kernel"
 # The instructor's run of each solution, which every submission's checks are replayed against
 # (grader/verdicts.py): shared by both halves of a lesson, computed once per change of the solution.
 REFERENCE_CACHE = ROOT / "build" / "verdict-reference"
@@ -75,6 +77,7 @@ def _batches(part, lesson, root, solution, student) -> list[tuple[dict, dict]]:
         wrong = subs.WRONG_ANSWERS[lesson]
         submissions = {f"wrong-{k + 1}": (subs.with_wrong_answers(student, wrong, k), None)
                        for k in range(WRONG_PER_EXERCISE)}
+        submissions[HARVESTER] = (subs.with_harvesters(student, solution), None)
         right = subs.RIGHT_VARIANTS.get(lesson, {})
         if right:
             tests_of = subs.exercise_tests(solution)
@@ -310,8 +313,14 @@ class RoundTripWrong(RoundTrip):
         assert short == {}, f"exercises with fewer than {WRONG_PER_EXERCISE} wrong answers: {short}"
 
     def test_no_wrong_answer_earns_full_points(self, graded):
+        """Nor does the generic harvester: a function that returns whatever value of the right type
+        and shape it finds in the kernel finds no expected value there (it harvests functions, not
+        classes)."""
+        harvested = subs.harvested_exercises(nbformat.read(graded["root"] / "solutions" / graded["lesson"] /
+                                                           f"{graded['lesson']}.ipynb", as_version=4))
         full_marks = [f"{student}: {exercise}" for student, lost in graded["lost"].items()
-                      for exercise, cells in lost.items() if not cells]
+                      for exercise, cells in lost.items() if not cells
+                      and (student != HARVESTER or exercise in harvested)]
         assert full_marks == [], f"wrong answers that earned their exercise's full points: {full_marks}"
 
 

@@ -282,3 +282,19 @@ def test_a_change_to_the_grading_machinery_is_recorded_and_flagged(recording, mo
     failure, notes = verdicts.compare(reference, learner)["cell-2"]
     assert failure is None, "the machinery record is not a check"
     assert notes == [f"{verdicts.MACHINERY}: {', '.join(changed)}"]
+
+
+def test_a_failed_property_is_told_in_the_words_of_the_learners_own_kernel():
+    """An assert_true message quotes what the learner's code did (the tensor it made under a
+    memory cap), so the feedback quotes the learner's run, not the instructor's."""
+    reference = [_record("m", "true", True, True, message="largest tensor (256, 8): over the cap")]
+    learner = _graded([_record("m", "true", False, True, message="largest tensor (256, 256): over the cap")])
+    failure, notes = verdicts.compare(reference, learner)["m"]
+    assert failure == "largest tensor (256, 256): over the cap"
+    assert notes == []
+    close = _graded([_record("c", "close", torch.tensor([1.0, 2.5]), torch.tensor([1.0, 2.0]),
+                             rtol=1e-5, atol=1e-6, name="reference name")])
+    failure, _ = verdicts.compare([_record("c", "close", torch.ones(2), torch.tensor([1.0, 2.0]), rtol=1e-5,
+                                           atol=1e-6, name="out")], close)["c"]
+    assert "got 2.5, expected 2" in failure, failure
+    assert failure.startswith("out: 1 of 2 values differ"), "names and tolerances are the reference's"
