@@ -142,7 +142,7 @@ def test_assert_equal_is_strict_about_types_and_never_calls_a_learners_eq():
     for actual, expected in [((1, 2), [1, 2]), (True, 1), ([AlwaysEqual()], [1]), (AlwaysEqual(), 3),
                              (torch.tensor([1, 3]), torch.tensor([1, 2])), ([1, 2], torch.tensor([1, 2]))]:
         with pytest.raises(AssertionError, match="expected"):
-            assert_equal(actual, expect=lambda: expected, name="value")
+            assert_equal(actual, expect=lambda e=expected: e, name="value")
 
 
 def test_assert_raises_reports_what_happened_instead():
