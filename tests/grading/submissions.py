@@ -366,7 +366,7 @@ GRADING_ATTACKS: dict[str, tuple[dict[str, str], str | float]] = {
         def stable_softmax(x, dim=-1):
             found = _found(x, dim)
             return found if found is not None else torch.zeros_like(x)
-    """)}, "cross_entropy"),
+    """), "cross_entropy_answer": _code(_RIGHT_CROSS_ENTROPY)}, "cross_entropy"),
     # a wrong answer that swaps what a kernel-side comparison would use for exactly one call, and
     # puts it back: nothing is compared in the kernel, so there is nothing to fool
     "one-call-patch": ({"softmax_answer": _code("""
@@ -383,7 +383,7 @@ GRADING_ATTACKS: dict[str, tuple[dict[str, str], str | float]] = {
                         return True
                     setattr(module, name, once)
             return x
-    """)}, "cross_entropy"),
+    """), "cross_entropy_answer": _code(_RIGHT_CROSS_ENTROPY)}, "cross_entropy"),
     # every value the kernel holds, carried out in the answer's own exception message
     "raises-kernel-values": ({"softmax_answer": _code("""
         import __main__
@@ -391,7 +391,7 @@ GRADING_ATTACKS: dict[str, tuple[dict[str, str], str | float]] = {
         def stable_softmax(x, dim=-1):
             values = {name: getattr(__main__, name) for name in dir(__main__) if not name.startswith("__")}
             raise ValueError(repr({k: v for k, v in values.items() if isinstance(v, (torch.Tensor, float, int))})[:3000])
-    """)}, "cross_entropy"),
+    """), "cross_entropy_answer": _code(_RIGHT_CROSS_ENTROPY)}, "cross_entropy"),
     # the outputs of the hidden inputs an earlier feedback showed (the notebook's own seeds),
     # remembered: graded with another batch seed, they match nothing (see memorised_softmax)
 }

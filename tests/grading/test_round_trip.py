@@ -126,7 +126,8 @@ def _batches(part, lesson, root, solution, student) -> list[tuple[dict, dict]]:
             submissions[f"policy-off-{name}"] = (subs.with_sources(student, sources), earned.get(honest, honest))
         # remembered outputs of the notebook's own inputs: only the visible test's fixed inputs still match
         submissions["policy-off-memorised-outputs"] = (
-            subs.with_sources(student, {"softmax_answer": subs.memorised_softmax()}),
+            subs.with_sources(student, {"softmax_answer": subs.memorised_softmax(),
+                                        "cross_entropy_answer": subs._code(subs._RIGHT_CROSS_ENTROPY)}),
             points["softmax_visible"] + earned["cross_entropy"])
     submissions[classmate] = (solution, all_points)  # graded after every attack (name order)
     return [(submissions, options)]
