@@ -351,8 +351,8 @@ _PASSED_LINE = "tests passed"
 def apply(root: Path, lesson: str, student: str, notebook: str,
           verdicts: dict[str, tuple[str | None, list[str]]], db: Path | None = None) -> list[str]:
     """Lower to 0 each cell the grader fails, in the gradebook `db` (default the course's), and
-    show why in the graded notebook; returns the flags: a cell that failed on other inputs than
-    the instructor's, or one whose kernel held the expected value and passed it."""
+    show why in the graded notebook; returns the flags: a replaced grading machinery, a kernel
+    that computed expected values, an unreadable record."""
     from nbgrader.api import Gradebook, MissingEntry
 
     from grader import gradebook
