@@ -47,9 +47,9 @@ def _callee(node: ast.Call) -> str | None:
     return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
 
 
-def _is_expecting_block(node: ast.AST) -> bool:
-    return (isinstance(node, ast.If) and isinstance(node.test, ast.Call) and _callee(node.test) == "expecting"
-            and not node.orelse)
+def _is_expecting(test: ast.AST) -> bool:
+    """`expecting()`: the test of a block (or an expression) the grading run skips."""
+    return isinstance(test, ast.Call) and _callee(test) == "expecting"
 
 
 class _Regions(ast.NodeVisitor):
@@ -69,6 +69,10 @@ class _Regions(ast.NodeVisitor):
         self.skipped_bound: dict[str, int] = {}
         self.problems: list[tuple[int, str]] = []
         self._mode = "data"
+
+    def _weaker(self, mode: str) -> str:
+        """`mode` where the grading run goes; inside a skipped region everything stays skipped."""
+        return mode if self._mode == "data" else self._mode
 
     def _in(self, mode: str, nodes) -> None:
         previous, self._mode = self._mode, mode
@@ -136,14 +140,14 @@ class _Regions(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_IfExp(self, node: ast.IfExp) -> None:
-        if isinstance(node.test, ast.Call) and _callee(node.test) == "expecting":  # `a if expecting() else b`
+        if _is_expecting(node.test):  # `a if expecting() else b`
             self._in("skipped", [node.body])
             self._in(self._mode, [node.orelse])
         else:
             self.generic_visit(node)
 
     def visit_If(self, node: ast.If) -> None:
-        if _is_expecting_block(node):
+        if _is_expecting(node.test) and not node.orelse:
             self._in("skipped", node.body)
         else:
             self.generic_visit(node)
@@ -162,7 +166,7 @@ class _Regions(ast.NodeVisitor):
                         self.problems.append((node.lineno, f"{name}(..., expect=...) takes a lambda"))
                     self._in("skipped", [keyword.value])
                 elif keyword.arg in MESSAGE_ARGUMENTS:
-                    self._in("message" if self._mode == "data" else self._mode, [keyword.value])
+                    self._in(self._weaker("message"), [keyword.value])
                 else:
                     self.visit(keyword.value)
             if not any(k.arg == "expect" for k in node.keywords) and len(node.args) < 2:
@@ -170,12 +174,12 @@ class _Regions(ast.NodeVisitor):
             return
         if name == "assert_true":
             self.visit(node.func)
-            self._in("soft" if self._mode == "data" else self._mode, node.args[:1])
-            self._in("message" if self._mode == "data" else self._mode, [*node.args[1:], *(k.value for k in node.keywords)])
+            self._in(self._weaker("soft"), node.args[:1])
+            self._in(self._weaker("message"), [*node.args[1:], *(k.value for k in node.keywords)])
             return
         if name == "case":
             self.visit(node.func)
-            self._in("message" if self._mode == "data" else self._mode, [*node.args, *(k.value for k in node.keywords)])
+            self._in(self._weaker("message"), [*node.args, *(k.value for k in node.keywords)])
             return
         self.generic_visit(node)
 
@@ -193,7 +197,7 @@ def lint_cell(cell: str, source: str, read_elsewhere: set[str], learner: set[str
             continue
         if name in regions.skipped_loads or name in regions.soft:
             problems.append(Problem(cell, line, f"{name!r} is computed while grading but read only by expected "
-                                                "values, conditions or messages: compute it under `if expecting():` "
+                                                "values or assert_true conditions: compute it under `if expecting():` "
                                                 "(or compare it with a check's expect=)"))
     for name, line in sorted(regions.skipped_bound.items(), key=lambda item: item[1]):
         if name not in regions.bound and (name in regions.data or name in regions.soft or name in regions.messages):
