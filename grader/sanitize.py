@@ -24,8 +24,9 @@ Two independent layers use them:
 2. Every page nbgrader renders for the course (Formgrader, feedback) sanitises what it renders:
    nbgrader_config.py turns on nbconvert's `sanitize_html` and replaces its `markdown2html`,
    `clean_html` and `get_metadata` filters with `render_markdown`, `clean_html` and
-   `numeric_metadata`; feedback pages also carry a Content-Security-Policy that allows only the
-   template's own scripts (`add_content_security_policy`).
+   `numeric_metadata`. Feedback pages and the Formgrader's views of a submission also carry a
+   Content-Security-Policy that allows only the template's own scripts (`content_security_policy`;
+   grader/feedback.py, grader/formgrader.py), and a file of a submission is served sandboxed.
 """
 
 from __future__ import annotations
@@ -249,31 +250,47 @@ def sanitize_file(path) -> list[str]:
     return found
 
 
-# --- the second layer: a Content-Security-Policy on the pages the grader writes -----------------
+# --- the second layer: a Content-Security-Policy on the pages that show a submission ---------------
 
 _INLINE_SCRIPT = re.compile(r"<script(?![^>]*\bsrc=)[^>]*>(.*?)</script>", re.S | re.I)
 _SCRIPT_SRC = re.compile(r"<script[^>]*\bsrc=[\"']([^\"']+)[\"']", re.I)
+_HANDLER = re.compile(r"""<[a-z][^>]*?\son[a-z]+\s*=\s*(?:"([^"]*)"|'([^']*)')""", re.I)
+_MATHJAX_FOLDER = re.compile(r"^(.*?/mathjax/)", re.I)  # MathJax loads its parts (any version) from there
 
 
-def _hashes(page: str) -> set[str]:
-    return {"'sha256-" + base64.b64encode(hashlib.sha256(body.encode()).digest()).decode() + "'"
-            for body in _INLINE_SCRIPT.findall(page)}
+def _sha256(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
 
 
 NONE = "'none'"
 
 
-def content_security_policy(template_page: str) -> str:
+def content_security_policy(template_page: str, *, origin: str | None = None) -> str:
     """A policy that lets a page run only what `template_page` (the same template, rendered for a
-    notebook with no cells) runs: its inline scripts by hash, its script files by address (and
-    what MathJax loads from its own folder); no other script, no plugin, no form, no frame."""
-    sources = sorted(_hashes(template_page))
+    notebook with no cells) runs: its inline scripts and event handlers by hash, its script files
+    by address (MathJax by its folder); no other script, no plugin, no form, no frame.
+
+    `origin` (e.g. `http://127.0.0.1:8888`) is for a page the Jupyter server serves: the template's
+    addresses are paths there, and its scripts talk to the server (`connect-src 'self'`); only that
+    server may frame it. Without it (a file opened from disk) the page may fetch nothing."""
+    sources = sorted({_sha256(body) for body in _INLINE_SCRIPT.findall(template_page)})
+    handlers = sorted({_sha256(html_lib.unescape(a or b)) for a, b in _HANDLER.findall(template_page)})
+    if handlers:  # an inline handler runs only if its exact text is listed
+        sources += ["'unsafe-hashes'", *handlers]
     for src in sorted(set(_SCRIPT_SRC.findall(template_page))):
-        src = html_lib.unescape(src)
-        sources.append(src.rsplit("/", 1)[0] + "/" if "mathjax" in src.lower() else src)
-    return ("default-src 'none'; style-src 'unsafe-inline' https:; font-src https: data:; img-src data:; "
-            f"script-src {' '.join(sources) or NONE}; object-src 'none'; base-uri 'none'; "
-            "form-action 'none'; frame-src 'none'; connect-src 'none'")
+        src = html_lib.unescape(src).split("?", 1)[0]
+        if origin and src.startswith("/"):
+            src = origin.rstrip("/") + src
+        folder = _MATHJAX_FOLDER.match(src)
+        sources.append(folder.group(1) if folder else src)
+    own = "'self' " if origin else ""  # the server's own stylesheets, fonts, icons and API
+    policy = [
+        "default-src 'none'", f"script-src {' '.join(dict.fromkeys(sources)) or NONE}",
+        f"style-src {own}'unsafe-inline' https:", f"font-src {own}https: data:", f"img-src {own}data:",
+        f"connect-src {own.strip() or NONE}", "object-src 'none'", "base-uri 'none'", "form-action 'none'",
+        "frame-src 'none'", *(["frame-ancestors 'self'"] if origin else []),
+    ]
+    return "; ".join(policy)
 
 
 def add_content_security_policy(page: str, policy: str) -> str:
