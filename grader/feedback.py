@@ -11,39 +11,34 @@ What feedback may show is decided in nbgrader_config.py (RedactFeedback).
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 
-from grader.autograde import nbgrader
 from grader.cells import lesson_names
 from grader.sanitize import add_content_security_policy, content_security_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _nbgrader(root: Path, *args: str, timeout: float = 600) -> tuple[int, str]:
-    """nbgrader as grader/autograde.py runs it (its venv on PATH), as (exit code, log). Feedback
-    runs no submission code, so a pipe is safe here."""
-    try:
-        done = nbgrader(root, *args, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return -1, f"timed out after {timeout:.0f} s"
-    return done.returncode, done.stdout + done.stderr
+def course_config(root: Path):
+    """The course's nbgrader configuration (`root`/nbgrader_config.py), as nbgrader loads it."""
+    import runpy
+
+    from traitlets.config import Config
+
+    config = Config()
+    runpy.run_path(str(root / "nbgrader_config.py"), init_globals={"get_config": lambda: config})
+    return config
 
 
 def feedback_policy(root: Path) -> str:
     """The Content-Security-Policy of the feedback pages: only what nbgrader's feedback template
     runs for a notebook with no cells (grader/sanitize.py)."""
-    import runpy
-
     import nbformat
     import nbgrader
     from nbconvert.exporters import HTMLExporter
-    from traitlets.config import Config
 
-    config = Config()
-    runpy.run_path(str(root / "nbgrader_config.py"), init_globals={"get_config": lambda: config})
+    config = course_config(root)
     formgrader = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader"
     config.HTMLExporter.template_name = "feedback"  # as nbgrader's GenerateFeedback sets them
     config.HTMLExporter.extra_template_basedirs = [str(formgrader / "templates")]
@@ -55,8 +50,15 @@ def feedback_policy(root: Path) -> str:
 
 def generate_feedback(root: Path, lessons: list[str], students: list[str] | None = None) -> tuple[list[str], list[str]]:
     """(written, failed) as 'lesson/student' strings, for every graded student or only `students`.
+    Each submission is converted on its own (one that fails stops nothing), all in this process:
+    nbgrader's import costs 5 s, a page well under one, and feedback runs no submission code.
     Each page carries the feedback policy (no script but the template's own runs in it), besides
     what it renders being sanitised."""
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+
+    config = course_config(root)
+    api = NbGraderAPI(CourseDirectory(config=config, root=str(root.resolve())), config=config)
     written, failed = [], []
     policy = feedback_policy(root)
     for lesson in lessons:
@@ -64,15 +66,31 @@ def generate_feedback(root: Path, lessons: list[str], students: list[str] | None
             student = graded.parent.name
             if students is not None and student not in students:
                 continue
-            code, log = _nbgrader(root, "generate_feedback", lesson, "--student", student, "--force")
-            if code == 0:
+            done = api.generate_feedback(lesson, student, force=True)
+            if done["success"]:
                 for page in (root / "feedback" / student / lesson).glob("*.html"):
                     page.write_text(add_content_security_policy(page.read_text(), policy))
                 written.append(f"{lesson}/{student}")
             else:
-                lines = [line for line in log.splitlines() if line.strip()]
-                failed.append(f"{lesson}/{student}: " + (lines[-1][:200] if lines else f"exit code {code}"))
+                lines = [line for line in (done.get("error") or done.get("log") or "").splitlines() if line.strip()]
+                failed.append(f"{lesson}/{student}: " + (lines[-1][:200] if lines else "nbgrader generate_feedback failed"))
     return written, failed
+
+
+def export_grades(root: Path) -> str | None:
+    """Write `root`/grades.csv (nbgrader's CSV export, in this process); None, or what went wrong."""
+    from nbgrader.api import Gradebook
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.plugins import CsvExportPlugin
+
+    config = course_config(root)
+    coursedir = CourseDirectory(config=config, root=str(root.resolve()))
+    try:
+        with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
+            CsvExportPlugin(config=config, to=str(root / "grades.csv")).export(gb)
+    except Exception as error:  # noqa: BLE001 (reported; feedback pages are written regardless)
+        return f"{type(error).__name__}: {error}"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,12 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="course directory (holds nbgrader_config.py; default: here)")
     args = parser.parse_args(argv)
     written, failed = generate_feedback(args.root, args.lessons or lesson_names(args.root))
-    code, log = _nbgrader(args.root, "export", "--to", "grades.csv")
+    error = export_grades(args.root)
     print(f"feedback/ written for {len(written)} submission(s) (hidden tests stripped)")
     for failure in failed:
         print(f"  no feedback for {failure}")
-    print("grades.csv written" if code == 0 else f"grades.csv NOT written: {log.strip()[-300:]}")
-    return 0 if code == 0 and not failed else 1
+    print("grades.csv written" if error is None else f"grades.csv NOT written: {error[:300]}")
+    return 0 if error is None and not failed else 1
 
 
 if __name__ == "__main__":

@@ -60,3 +60,16 @@ def test_gitignore_keeps_generated_and_private_files_out():
 def test_ci_runs_the_readme_test_command():
     assert "make test" in (ROOT / ".ci" / "run").read_text()
     assert "make test" in (ROOT / "README.md").read_text()
+
+
+def test_no_pin_brings_a_package_that_costs_seconds_at_every_import_of_nbformat():
+    """jsonschema 4.24+ imports rfc3987-syntax, which builds Earley parsers at import (5 s of
+    every nbgrader run on the 2-core CI machine); constraints.txt pins the jsonschema before it."""
+    import importlib.util
+
+    pins = _constraints()
+    assert "rfc3987-syntax" not in pins, "rfc3987-syntax is back in constraints.txt"
+    major, minor = (int(part) for part in pins["jsonschema"].split(".")[:2])
+    assert (major, minor) < (4, 24), f"jsonschema {pins['jsonschema']} imports rfc3987-syntax (5 s per process)"
+    assert importlib.util.find_spec("rfc3987_syntax") is None, (
+        "rfc3987_syntax is installed in this environment: pip uninstall rfc3987-syntax lark (make setup never installs it)")
