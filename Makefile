@@ -27,7 +27,7 @@ help:
 	@echo "make test-fast  unit and interop tests only"
 	@echo "make release    regenerate notebooks/ from solutions/"
 	@echo "make autograde  grade every submission in submitted/, GRADING_JOBS at once (default auto)"
-	@echo "make feedback   feedback HTML with hidden tests stripped, plus grades.csv"
+	@echo "make feedback   feedback HTML with hidden tests stripped, plus grades.csv and grades-by-student.csv"
 	@echo "make bench      run the benchmarks"
 
 $(STAMP): pyproject.toml constraints.txt Makefile tools/jupyterlab-overrides.json $(wildcard tools/instructor-jupyter/*.json tools/instructor-jupyter/*/*.json)
@@ -94,4 +94,4 @@ bench: $(STAMP)
 	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf autograded feedback gradebook.db grades.csv .pytest_cache build .grading
+	rm -rf autograded feedback gradebook.db grades.csv grades-by-student.csv .pytest_cache build .grading

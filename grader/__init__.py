@@ -4,7 +4,7 @@
                      [--seed N] (hidden inputs; default: a new seed per batch)
                      [--jobs N|auto] [--shard I/N] [--engine local|dask] [--scheduler ADDRESS]
     python -m grader merge [COURSE_DIR ...]                             shard runs into this gradebook
-    python -m grader feedback [LESSON ...]                              feedback/ and grades.csv
+    python -m grader feedback [LESSON ...]                              feedback/, grades.csv, grades-by-student.csv
     python -m grader reference [LESSON ...]                             run the solutions as the reference
     python -m grader check                                              can a sandboxed kernel import course_lib?
 

@@ -951,6 +951,18 @@ def _reported(path: Path) -> set[tuple[str, str]]:
         return {(row["lesson"], row["student"]) for row in csv.DictReader(f)}
 
 
+def forget_rows(path: Path, lessons: list[str]) -> None:
+    """Drop the rows of `lessons` from the report at `path` (they are about to be graded again)."""
+    if not path.exists():
+        return
+    with open(path, newline="") as f:
+        rows = [row for row in csv.DictReader(f) if row["lesson"] not in lessons]
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_HEADER)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def write_csv(results: list[Result], path: Path) -> None:
     path.unlink(missing_ok=True)
     for r in results:
@@ -1030,8 +1042,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_sandbox:
         print("WARNING: --no-sandbox: submissions run as your user, with your files and network.")
     report = (gradebook.shard_folder(args.root, shard) if shard else args.root / "autograded") / REPORT
-    if not args.resume:
-        report.unlink(missing_ok=True)
+    if not args.resume:  # the other lessons' rows stay: one report for the whole course
+        forget_rows(report, lessons)
     try:
         results = autograde(args.root, lessons, args.deadline, args.cell_timeout, use_sandbox=not args.no_sandbox,
                             report=report, resume=args.resume, jobs=jobs, shard=shard, engine=args.engine,
@@ -1045,7 +1057,7 @@ def main(argv: list[str] | None = None) -> int:
               f"is done: python -m grader merge COURSE_DIR...")
     else:
         print(f"\n{len(results)} submission(s); report in {where}. "
-              f"Next: manual grading in the formgrader (make lab), then make feedback.")
+              f"Next: manual grading in the Formgrader (make formgrader), then make feedback.")
     return 0
 
 

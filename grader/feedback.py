@@ -78,16 +78,14 @@ def generate_feedback(root: Path, lessons: list[str], students: list[str] | None
 
 
 def export_grades(root: Path) -> str | None:
-    """Write `root`/grades.csv (nbgrader's CSV export, in this process); None, or what went wrong."""
-    from nbgrader.api import Gradebook
+    """Write grades.csv and grades-by-student.csv (grader/grades.py); None, or what went wrong."""
     from nbgrader.coursedir import CourseDirectory
-    from nbgrader.plugins import CsvExportPlugin
 
-    config = course_config(root)
-    coursedir = CourseDirectory(config=config, root=str(root.resolve()))
+    from grader import grades
+
+    coursedir = CourseDirectory(config=course_config(root), root=str(root.resolve()))
     try:
-        with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
-            CsvExportPlugin(config=config, to=str(root / "grades.csv")).export(gb)
+        grades.export(root, coursedir.db_url, coursedir.course_id)
     except Exception as error:  # noqa: BLE001 (reported; feedback pages are written regardless)
         return f"{type(error).__name__}: {error}"
     return None
@@ -103,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"feedback/ written for {len(written)} submission(s) (hidden tests stripped)")
     for failure in failed:
         print(f"  no feedback for {failure}")
-    print("grades.csv written" if error is None else f"grades.csv NOT written: {error[:300]}")
+    print("grades.csv and grades-by-student.csv written" if error is None else f"grades NOT exported: {error[:300]}")
     return 0 if error is None and not failed else 1
 
 

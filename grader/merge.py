@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"WARNING: {warning}", file=sys.stderr)
     flagged = sum(1 for r in rows if r["flags"])
     print(f"merged {len(rows)} submission(s) ({flagged} flagged) into {args.root.resolve() / 'gradebook.db'} and "
-          f"autograded/{REPORT}. Next: manual grading in the formgrader (make lab), then make feedback.")
+          f"autograded/{REPORT}. Next: manual grading in the Formgrader (make formgrader), then make feedback.")
     return 1 if any(("not found" in w or "no shard runs" in w or "not graded yet" in w) for w in warnings) else 0
 
 

@@ -6,6 +6,7 @@ grader/autograde.py, the code behind `make autograde`.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -264,9 +265,18 @@ class RoundTripHonest(RoundTrip):
             assert "BEGIN HIDDEN TESTS" not in html
             leaked = [line for line in hidden_lines if line in html]
             assert leaked == [], f"{student}'s feedback HTML shows hidden-test code: {leaked[:3]}"
+        from nbgrader.api import Gradebook
+
+        with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+            gb.add_student("absent")  # in the class, submitted nothing
         assert feedback.export_grades(root) is None
-        rows = (root / "grades.csv").read_text().splitlines()
-        assert any(row.startswith(f"{lesson},") and ",solution," in row for row in rows), rows[:3]
+        rows = {r["student_id"]: r for r in csv.DictReader((root / "grades.csv").open())}
+        assert rows["solution"]["status"] == "submitted"
+        assert float(rows["solution"]["autograded_score"]) == graded["expected"]["solution"]
+        assert (rows["absent"]["status"], rows["absent"]["score"]) == ("missing", ""), rows["absent"]
+        by_student = {r["student_id"]: r for r in csv.DictReader((root / "grades-by-student.csv").open())}
+        assert by_student["absent"][lesson] == "missing"
+        assert float(by_student["solution"][lesson]) == float(rows["solution"]["score"])
 
 
 class RoundTripCheats(RoundTrip):

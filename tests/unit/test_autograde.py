@@ -99,6 +99,16 @@ def test_release_is_current_notices_edited_solutions(tmp_path):
     assert not ag.release_is_current(tmp_path, "00_setup")
 
 
+def test_grading_a_lesson_again_keeps_the_other_lessons_rows_in_the_report(tmp_path):
+    report = tmp_path / "autograded" / "report.csv"
+    ag._append_row(report, ag.Result("00_setup", "ada", "graded", 8.0, 8.0, 9.0, []))
+    ag._append_row(report, ag.Result("01_tokenization", "ada", "graded", 14.0, 14.0, 30.0, []))
+    ag.forget_rows(report, ["01_tokenization"])
+    assert ag._reported(report) == {("00_setup", "ada")}, "the other lesson's row was lost"
+    ag.forget_rows(tmp_path / "none.csv", ["00_setup"])  # no report yet: nothing to forget
+    assert not (tmp_path / "none.csv").exists()
+
+
 def test_report_rows_are_appended_one_by_one_and_resume_skips_them(tmp_path):
     report = tmp_path / "autograded" / "report.csv"
     first = ag.Result("00_setup", "ada", "graded", 8.0, 8.0, 1.0)
