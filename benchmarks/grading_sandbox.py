@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from grader import autograde as ag  # noqa: E402
-from grader import precheck, sandbox, verdicts  # noqa: E402
+from grader import precheck, processes, sandbox, verdicts  # noqa: E402
 
 
 def main() -> None:
@@ -48,7 +48,7 @@ def main() -> None:
         shutil.copy(ROOT / "nbgrader_config.py", course)
         (course / "course_lib").symlink_to(ROOT / "course_lib")
         shutil.copytree(ROOT / "solutions" / args.lesson, course / "solutions" / args.lesson)
-        if ag.nbgrader(course, "generate_assignment", args.lesson, "--force").returncode != 0:
+        if processes.nbgrader(course, "generate_assignment", args.lesson, "--force").returncode != 0:
             sys.exit("generate_assignment failed")
         name = f"{args.lesson}.ipynb"
         (course / "submitted" / "student" / args.lesson).mkdir(parents=True)
@@ -57,7 +57,7 @@ def main() -> None:
             "autograde.py (sandbox, policy, replay)": lambda: _graded(ag.autograde(course, [args.lesson], students=["student"])),
             "autograde.py without the sandbox": lambda: _graded(ag.autograde(course, [args.lesson], students=["student"],
                                                                              use_sandbox=False)),
-            "plain nbgrader autograde": lambda: ag.nbgrader(course, "autograde", args.lesson, "--student", "student",
+            "plain nbgrader autograde": lambda: processes.nbgrader(course, "autograde", args.lesson, "--student", "student",
                                                             "--force"),
         }
         start = time.perf_counter()

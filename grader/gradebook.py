@@ -114,3 +114,41 @@ def has_assignment(db: Path, lesson: str) -> bool:
         except MissingEntry:
             return False
     return True
+
+
+def lesson_scores(root: Path, lesson: str, db: Path | None = None) -> tuple[dict[str, float], float]:
+    """({student: autograded score}, autograded maximum) of a lesson, read from the gradebook
+    (`db`, default the course's) in one session."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(url(db or main_db(root))) as gb:
+        assignment = gb.find_assignment(lesson)
+        auto_max = sum(gc.max_score for nb in assignment.notebooks for gc in nb.grade_cells if gc.cell_type == "code")
+        scores = {
+            submission.student.id: float(sum(g.score for nb in submission.notebooks for g in nb.grades
+                                              if g.cell.cell_type == "code"))
+            for submission in assignment.submissions
+        }
+    return scores, float(auto_max)
+
+
+def gradebook_scores(root: Path, lesson: str, student: str) -> tuple[float, float]:
+    """(autograded score, autograded maximum) of one submission, read from the gradebook."""
+    scores, auto_max = lesson_scores(root, lesson)
+    return scores.get(student, 0.0), auto_max
+
+
+def has_lesson(root: Path, lesson: str) -> bool:
+    return has_assignment(main_db(root), lesson)
+
+
+def forget(root: Path, lesson: str, student: str, db: Path | None = None) -> None:
+    """Drop what a failed run left behind, so feedback and exports never show partial grades."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    shutil.rmtree(root / "autograded" / student / lesson, ignore_errors=True)
+    with Gradebook(url(db or main_db(root))) as gb:
+        try:
+            gb.remove_submission(lesson, student)
+        except MissingEntry:
+            pass

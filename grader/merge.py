@@ -19,8 +19,10 @@ import sys
 from pathlib import Path
 
 from grader import gradebook
-from grader.autograde import CSV_HEADER, REPORT, _in_gradebook, _setup_lock, nbgrader
+from grader.autograde import setup_lock
 from grader.cells import lesson_names
+from grader.processes import nbgrader
+from grader.report import CSV_HEADER, REPORT
 
 SHARD_NAME = re.compile(r"^(\d+)-of-(\d+)$")
 
@@ -56,8 +58,8 @@ def merge(root: Path, courses: list[Path]) -> tuple[list[dict], list[str]]:
                     warnings.append(f"{key[1]}'s {key[0]} is in more than one shard run; the one in {folder} is kept")
                 lesson, student = key
                 if lesson not in released:
-                    with _setup_lock(root):
-                        if not _in_gradebook(root, lesson):
+                    with setup_lock(root):
+                        if not gradebook.has_lesson(root, lesson):
                             done = nbgrader(root, "generate_assignment", lesson, "--force")
                             if done.returncode != 0:
                                 raise RuntimeError(f"nbgrader generate_assignment {lesson} failed:\n"

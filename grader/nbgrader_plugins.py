@@ -21,7 +21,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
 from course_lib.grading import announcement
 from grader.cells import MARKER_WORDS
 
-#: Set by grader/autograde.py in the environment of the nbgrader it runs (RequireCourseGrader).
+#: Set by grader/processes.py in the environment of the nbgrader it runs (RequireCourseGrader).
 GRADER_RUN_ENV = "COURSE_GRADER_RUN"
 
 
@@ -73,7 +73,7 @@ class RequireCourseGrader(NbGraderPreprocessor):
     """First of the autograde preprocessors: nbgrader run by anything but the course's grader
     (plain `nbgrader autograde`, the Formgrader's "Autograde" button) would execute a submission
     with no sandbox, no answer policy and no verdicts outside the kernel. It refuses, before any
-    cell runs, and says what to run instead. grader/autograde.py sets GRADER_RUN_ENV for the
+    cell runs, and says what to run instead. grader/processes.py sets GRADER_RUN_ENV for the
     nbgrader it starts."""
 
     MESSAGE = ("this course grades only through its own grader, which sandboxes each submission and "

@@ -1,6 +1,6 @@
 """Grading kernels in a bubblewrap sandbox.
 
-`grader/autograde.py` points nbgrader at a kernel spec whose command is this file:
+`grader/processes.py` points nbgrader at a kernel spec whose command is this file:
 
     python grader/sandbox.py -f CONNECTION_FILE --course COURSE_DIR
 

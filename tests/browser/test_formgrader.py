@@ -16,7 +16,7 @@ import nbformat
 import pytest
 
 from grader import autograde as ag
-from grader import sandbox, verdicts
+from grader import processes, sandbox, verdicts
 from tests.browser.test_jupyterlab import ROOT, _jupyterlab
 from tests.grading import submissions as subs
 
@@ -45,7 +45,7 @@ def graded_course(tmp_path, browser_path):
     (course / "course_lib").symlink_to(ROOT / "course_lib")
     shutil.copytree(ROOT / "solutions" / LESSON, course / "solutions" / LESSON)
     shutil.copytree(ROOT / verdicts.STORED / LESSON, course / verdicts.STORED / LESSON)
-    assert ag.nbgrader(course, "generate_assignment", LESSON, "--force").returncode == 0
+    assert processes.nbgrader(course, "generate_assignment", LESSON, "--force").returncode == 0
     student = nbformat.read(course / "notebooks" / LESSON / f"{LESSON}.ipynb", as_version=4)
     sources, _ = subs.GRADING_ATTACKS["xss"]
     subs.write(subs.with_sources(student, sources), course / "submitted" / STUDENT / LESSON / f"{LESSON}.ipynb")

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from grader import autograde as ag
-from grader import sandbox
+from grader import nbgrader_plugins, processes, sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON = "00_setup"
@@ -56,7 +56,7 @@ def _refused(root: Path, *command: str) -> str:
     import subprocess
     import sys
 
-    env = {k: v for k, v in os.environ.items() if k != ag.GRADER_RUN_ENV}
+    env = {k: v for k, v in os.environ.items() if k != nbgrader_plugins.GRADER_RUN_ENV}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     done = subprocess.run([sys.executable, *command], cwd=root, env=env, capture_output=True, text=True, timeout=300)
     return f"exit {done.returncode}\n{done.stdout}{done.stderr}"
@@ -73,7 +73,7 @@ def test_plain_nbgrader_and_the_formgrader_button_refuse_and_name_make_autograde
     submitted = tmp_path / "submitted" / "ada" / LESSON
     submitted.mkdir(parents=True)
     shutil.copy(ROOT / "notebooks" / LESSON / f"{LESSON}.ipynb", submitted)  # untouched: no cell passes
-    assert ag.nbgrader(tmp_path, "generate_assignment", LESSON, "--force").returncode == 0
+    assert processes.nbgrader(tmp_path, "generate_assignment", LESSON, "--force").returncode == 0
     plain = _refused(tmp_path, "-m", "nbgrader", "autograde", LESSON, "--student", "ada")
     assert not plain.startswith("exit 0"), plain
     assert "make autograde" in plain, plain

@@ -19,7 +19,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from grader import autograde as ag
-from grader import gradebook, sandbox
+from grader import gradebook, processes, report, sandbox
 from grader import merge as merge_verb
 from tests.grading import submissions as subs
 
@@ -39,7 +39,7 @@ def template(tmp_path_factory):
     (root / "course_lib").symlink_to(ROOT / "course_lib")
     shutil.copytree(ROOT / "solutions" / LESSON, root / "solutions" / LESSON)
     shutil.copytree(ROOT / "reference-checks" / LESSON, root / "reference-checks" / LESSON)
-    done = ag.nbgrader(root, "generate_assignment", LESSON, "--force")
+    done = processes.nbgrader(root, "generate_assignment", LESSON, "--force")
     assert done.returncode == 0, done.stdout + done.stderr
     solution = nbformat.read(root / "solutions" / LESSON / NAME, as_version=4)
     student = nbformat.read(root / "notebooks" / LESSON / NAME, as_version=4)
@@ -63,14 +63,14 @@ def _copy(template: Path, folder: Path) -> Path:
 
 def _snapshot(root: Path) -> dict:
     """What a batch leaves: the report without timings, every grade, the graded notebooks."""
-    with open(root / "autograded" / ag.REPORT, newline="") as f:
-        report = [{k: v.replace(str(root), "<root>") for k, v in row.items() if k != "seconds"}
-                  for row in csv.DictReader(f)]
+    with open(root / "autograded" / report.REPORT, newline="") as f:
+        rows = [{k: v.replace(str(root), "<root>") for k, v in row.items() if k != "seconds"}
+                for row in csv.DictReader(f)]
     with Gradebook(gradebook.url(gradebook.main_db(root))) as gb:
         grades = {(s.student.id, g.name): (g.auto_score, g.manual_score, g.needs_manual_grade)
                   for s in gb.find_assignment(LESSON).submissions for nb in s.notebooks for g in nb.grades}
     graded = sorted(str(p.relative_to(root)) for p in (root / "autograded").rglob("*.ipynb"))
-    return {"report": report, "grades": grades, "graded": graded}
+    return {"report": rows, "grades": grades, "graded": graded}
 
 
 @pytest.fixture(scope="module")
@@ -108,9 +108,9 @@ def test_shards_merged_give_exactly_the_serial_run(serial, template, tmp_path):
     for shard, folder in (("1/2", elsewhere), ("2/2", root)):
         assert ag.main([LESSON, "--seed", "0", "--root", str(folder), "--shard", shard, "--jobs", "1", "--no-progress",
                         *SANDBOX_FLAGS]) == 0
-    with open(root / gradebook.SHARDS / "2-of-2" / ag.REPORT, newline="") as f:
+    with open(root / gradebook.SHARDS / "2-of-2" / report.REPORT, newline="") as f:
         assert {r["student"] for r in csv.DictReader(f)} == {s for s, i in EXPECTED_SHARDS.items() if i == 2}
-    assert not (root / "autograded" / ag.REPORT).exists(), "a shard wrote the course's own report"
+    assert not (root / "autograded" / report.REPORT).exists(), "a shard wrote the course's own report"
     assert merge_verb.main([str(elsewhere), str(root), "--root", str(root)]) == 0
     assert _snapshot(root) == serial
 
@@ -120,7 +120,7 @@ def test_a_missing_shard_is_reported(template, tmp_path):
     folder = root / gradebook.SHARDS / "1-of-3"
     folder.mkdir(parents=True)
     shutil.copy(root / gradebook.MAIN, folder / gradebook.MAIN)
-    (folder / ag.REPORT).write_text(",".join(ag.CSV_HEADER) + "\n")
+    (folder / report.REPORT).write_text(",".join(report.CSV_HEADER) + "\n")
     rows, warnings = merge_verb.merge(root, [root])
     assert rows == []
     assert any("2/3, 3/3 not found" in w for w in warnings), warnings
@@ -133,8 +133,8 @@ def test_a_submission_no_shard_graded_is_reported(template, tmp_path):
     folder = root / gradebook.SHARDS / "1-of-1"
     folder.mkdir(parents=True)
     shutil.copy(root / gradebook.MAIN, folder / gradebook.MAIN)
-    with open(folder / ag.REPORT, "w", newline="") as f:  # a run that saw only fay's empty folder
-        csv.writer(f).writerows([ag.CSV_HEADER, [LESSON, "fay-no-notebook", "no notebook", 0.0, 8.0, 0.0, "-"]])
+    with open(folder / report.REPORT, "w", newline="") as f:  # a run that saw only fay's empty folder
+        csv.writer(f).writerows([report.CSV_HEADER, [LESSON, "fay-no-notebook", "no notebook", 0.0, 8.0, 0.0, "-"]])
     _, warnings = merge_verb.merge(root, [root])
     assert any("no shard graded ada-solution, bob-untouched" in w for w in warnings), warnings
 

@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from grader import autograde as ag
-from grader import sandbox, verdicts
+from grader import processes, sandbox, verdicts
 from grader.cells import lesson_names
 from tests.grading import submissions as subs
 
@@ -145,7 +145,7 @@ def graded(request, tmp_path_factory):
     shutil.copytree(ROOT / "solutions" / lesson, root / "solutions" / lesson)
     if (ROOT / verdicts.STORED / lesson).exists():  # the solution's checks, stored by make execute-solutions
         shutil.copytree(ROOT / verdicts.STORED / lesson, root / verdicts.STORED / lesson)
-    done = ag.nbgrader(root, "generate_assignment", lesson, "--force")
+    done = processes.nbgrader(root, "generate_assignment", lesson, "--force")
     assert done.returncode == 0, f"generate_assignment failed:\n{done.stdout}\n{done.stderr}"
 
     name = f"{lesson}.ipynb"

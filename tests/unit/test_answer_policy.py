@@ -40,8 +40,8 @@ from grader.answer_policy import (
     withheld_source,
     withhold,
 )
-from grader.autograde import protected_names
 from grader.cells import is_answer_cell, lesson_names
+from grader.intake import protected_names
 from tests.grading.submissions import HOSTILE_ANSWERS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,6 +9,7 @@ import time
 import psutil
 
 from grader import autograde as ag
+from grader import flags, intake, processes, report
 from tools import nbtools as nbt
 
 HIDDEN = "assert f(1) == 2\n### BEGIN HIDDEN TESTS\nassert f(2) == 3\n### END HIDDEN TESTS"
@@ -25,13 +26,13 @@ def _release(path, hidden_source="assert f(1) == 2"):
 
 def test_untouched_submission_has_no_flags(tmp_path):
     released = _release(tmp_path / "release.ipynb")
-    assert ag.integrity_flags(released, released) == []
+    assert intake.integrity_flags(released, released) == []
 
 
 def test_solution_with_hidden_tests_is_not_an_edit(tmp_path):
     released = _release(tmp_path / "release.ipynb")
     source = _release(tmp_path / "source.ipynb", HIDDEN)
-    assert ag.integrity_flags(released, source, source) == []
+    assert intake.integrity_flags(released, source, source) == []
 
 
 def test_deleted_and_edited_cells_are_named(tmp_path):
@@ -40,7 +41,7 @@ def test_deleted_and_edited_cells_are_named(tmp_path):
         nbt.answer("f_answer", "def f(x):\n    ### BEGIN SOLUTION\n    return x + 1\n    ### END SOLUTION"),
         nbt.tests("f_visible", 1, "pass"),
     ])
-    flags = ag.integrity_flags(released, submitted)
+    flags = intake.integrity_flags(released, submitted)
     assert flags == [
         "deleted test cell(s) f_hidden (they score 0; review by hand)",
         "edited test cell(s) f_visible (restored from the release before grading)",
@@ -55,14 +56,14 @@ def test_answers_that_touch_the_grading_machinery_are_flagged(tmp_path):
         nbt.tests("f_visible", 1, "assert f(0) == 1"),
         nbt.tests("f_hidden", 1, "assert f(1) == 2"),
     ])
-    assert ag.integrity_flags(released, submitted) == ["answer cell(s) f_answer touch the grading machinery (review by hand)"]
+    assert intake.integrity_flags(released, submitted) == ["answer cell(s) f_answer touch the grading machinery (review by hand)"]
 
 
 def test_unreadable_notebook_is_reported_not_raised(tmp_path):
     released = _release(tmp_path / "release.ipynb")
     broken = tmp_path / "broken.ipynb"
     broken.write_text("{ not json")
-    (flag,) = ag.integrity_flags(released, broken)
+    (flag,) = intake.integrity_flags(released, broken)
     assert flag.startswith("unreadable notebook")
 
 
@@ -76,7 +77,7 @@ def test_kill_tree_reaches_children_in_their_own_session():
     )
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     child_pid = int(parent.stdout.readline())
-    ag._kill_tree(parent)
+    processes.kill_tree(parent)
     parent.wait(timeout=10)
     deadline = time.monotonic() + 10
     while psutil.pid_exists(child_pid) and psutil.Process(child_pid).status() != psutil.STATUS_ZOMBIE:
@@ -100,24 +101,24 @@ def test_release_is_current_notices_edited_solutions(tmp_path):
 
 
 def test_grading_a_lesson_again_keeps_the_other_lessons_rows_in_the_report(tmp_path):
-    report = tmp_path / "autograded" / "report.csv"
-    ag._append_row(report, ag.Result("00_setup", "ada", "graded", 8.0, 8.0, 9.0, []))
-    ag._append_row(report, ag.Result("01_tokenization", "ada", "graded", 14.0, 14.0, 30.0, []))
-    ag.forget_rows(report, ["01_tokenization"])
-    assert ag._reported(report) == {("00_setup", "ada")}, "the other lesson's row was lost"
-    ag.forget_rows(tmp_path / "none.csv", ["00_setup"])  # no report yet: nothing to forget
+    path = tmp_path / "autograded" / "report.csv"
+    report.append_row(path, report.Result("00_setup", "ada", "graded", 8.0, 8.0, 9.0, []))
+    report.append_row(path, report.Result("01_tokenization", "ada", "graded", 14.0, 14.0, 30.0, []))
+    report.forget_rows(path, ["01_tokenization"])
+    assert report.reported(path) == {("00_setup", "ada")}, "the other lesson's row was lost"
+    report.forget_rows(tmp_path / "none.csv", ["00_setup"])  # no report yet: nothing to forget
     assert not (tmp_path / "none.csv").exists()
 
 
 def test_report_rows_are_appended_one_by_one_and_resume_skips_them(tmp_path):
-    report = tmp_path / "autograded" / "report.csv"
-    first = ag.Result("00_setup", "ada", "graded", 8.0, 8.0, 1.0)
-    ag._append_row(report, first)
-    ag._append_row(report, ag.Result("00_setup", "bob", "did not finish", 0.0, 8.0, 600.0, ["killed"]))
-    lines = report.read_text().splitlines()
+    path = tmp_path / "autograded" / "report.csv"
+    first = report.Result("00_setup", "ada", "graded", 8.0, 8.0, 1.0)
+    report.append_row(path, first)
+    report.append_row(path, report.Result("00_setup", "bob", "did not finish", 0.0, 8.0, 600.0, ["killed"]))
+    lines = path.read_text().splitlines()
     assert lines[0].startswith("lesson,student,status")
     assert len(lines) == 3, "one header, then one row per submission as soon as it is graded"
-    assert ag._reported(report) == {("00_setup", "ada"), ("00_setup", "bob")}
+    assert report.reported(path) == {("00_setup", "ada"), ("00_setup", "bob")}
 
 
 def test_course_fingerprint_sees_a_changed_course_file(tmp_path):
@@ -126,7 +127,7 @@ def test_course_fingerprint_sees_a_changed_course_file(tmp_path):
     (tmp_path / "nbgrader_config.py").write_text("c = 1\n")
     before = ag.course_fingerprint(tmp_path)
     (tmp_path / "course_lib" / "grading.py").write_text("x = 2\n")
-    assert ag._changed(before, ag.course_fingerprint(tmp_path)) == ["course_lib/grading.py"]
+    assert ag.changed_files(before, ag.course_fingerprint(tmp_path)) == ["course_lib/grading.py"]
 
 
 def test_staged_copy_withholds_a_violating_answer_and_leaves_submitted_unchanged(tmp_path):
@@ -140,15 +141,15 @@ def test_staged_copy_withholds_a_violating_answer_and_leaves_submitted_unchanged
         nbt.tests("f_hidden", 1, "assert f(1) == 2"),
     ])
     original = submitted.read_bytes()
-    flags = ag.stage_submission(tmp_path, lesson, "eve")
+    flags = intake.stage_submission(tmp_path, lesson, "eve")
     assert len(flags) == 1
     assert "f_answer" in flags[0]
     assert "reaches the import system (import importlib)" in flags[0]
-    staged = tmp_path / ag.STAGING / "eve" / lesson / f"{lesson}.ipynb"
+    staged = tmp_path / intake.STAGING / "eve" / lesson / f"{lesson}.ipynb"
     assert "withheld by the grading policy" in staged.read_text()
     assert not staged.stat().st_mode & 0o222, "the staged copy must be read-only"
     assert submitted.read_bytes() == original, "submitted/ is never changed"
-    ag._make_writable(tmp_path / ag.STAGING)
+    intake.make_writable(tmp_path / intake.STAGING)
 
 
 def _graded(path, outputs_by_cell):
@@ -181,9 +182,9 @@ def test_what_the_sandbox_stopped_is_flagged_by_kind(tmp_path):
         ("print('x' * 10**9)", [{"output_type": "stream", "name": "stdout",
                                   "text": "xxxx\n[output cut by the grader after 16,777,216 characters]\n"}]),
     ])
-    flags = ag.contained_flags(graded, ["pid 4321: a fork of the kernel"])
-    assert len(flags) == 6, f"expected one flag per kind (memory, files, limits, network, output, processes): {flags}"
-    memory, files, limits, network, output, processes = flags
+    found = flags.contained_flags(graded, ["pid 4321: a fork of the kernel"])
+    assert len(found) == 6, f"expected one flag per kind (memory, files, limits, network, output, processes): {found}"
+    memory, files, limits, network, output, left = found
     assert memory.startswith("ran out of memory"), memory
     assert all(f"cell {i}" in memory for i in (0, 1)), f"both out-of-memory cells should be named: {memory}"
     assert files.startswith("reached for a file"), files
@@ -195,9 +196,9 @@ def test_what_the_sandbox_stopped_is_flagged_by_kind(tmp_path):
     assert "cell 4" in network, network
     assert output.startswith("printed more than"), output
     assert "cell 5" in output, output
-    assert processes.startswith("left 1 process(es) running"), processes
-    assert "4321" in processes, processes
-    unsandboxed = ag.contained_flags(graded, ["pid 4321: a fork of the kernel"], sandboxed=False)
+    assert left.startswith("left 1 process(es) running"), left
+    assert "4321" in left, left
+    unsandboxed = flags.contained_flags(graded, ["pid 4321: a fork of the kernel"], sandboxed=False)
     assert "graded without the sandbox" in unsandboxed[0], unsandboxed[0]
     assert "the grader killed" in unsandboxed[-1], unsandboxed[-1]
 
@@ -212,7 +213,7 @@ def test_failing_answers_and_tests_are_not_mistaken_for_contained_attacks(tmp_pa
         ("open('dat.txt')", [_error("FileNotFoundError", "[Errno 2] No such file or directory: 'dat.txt'")]),
         ("print('done')", [{"output_type": "stream", "name": "stdout", "text": "done\n"}]),
     ])
-    assert ag.contained_flags(graded, []) == []
+    assert flags.contained_flags(graded, []) == []
 
 
 def test_process_watch_sees_what_the_kernel_left_running_but_not_the_kernel():
@@ -228,13 +229,13 @@ def test_process_watch_sees_what_the_kernel_left_running_but_not_the_kernel():
     parent = subprocess.Popen([sys.executable, "-c", nbgrader], stdout=subprocess.PIPE, text=True)
     try:
         kernel_pid, child_pid = map(int, parent.stdout.readline().split())
-        watch = ag.ProcessWatch(parent.pid, interval=0.05)
+        watch = processes.ProcessWatch(parent.pid, interval=0.05)
         watch.start()
         time.sleep(0.5)
-        kernels, others = ag.ProcessWatch.classify(psutil.Process(parent.pid))
+        kernels, others = processes.ProcessWatch.classify(psutil.Process(parent.pid))
         watch.stop()
     finally:
-        ag._kill_tree(parent)
+        processes.kill_tree(parent)
         parent.wait(timeout=10)
     assert kernels == [f"pid {kernel_pid}: the kernel"], f"the kernel is pid {kernel_pid}, got {kernels}"
     assert others == [f"pid {child_pid}: a fork of the kernel"], f"the forked child is pid {child_pid}, got {others}"

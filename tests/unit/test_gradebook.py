@@ -12,7 +12,7 @@ import pytest
 from nbgrader.api import Gradebook, MissingEntry
 
 from grader import gradebook
-from grader.autograde import default_jobs
+from grader.engines import default_jobs
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from grader import autograde as ag
-from grader import precheck, sandbox, verdicts
+from grader import flags, gradebook, precheck, replay, sandbox, verdicts
 from grader.sanitize import (
     _markdown_to_html,
     add_content_security_policy,
@@ -150,7 +150,7 @@ def test_a_fifo_or_a_link_in_the_records_folder_is_refused_without_reading_it(tm
     (records / "checks.jsonl").write_text("")
     os.mkfifo(records / "extra.jsonl")
     outcome = []
-    reader = threading.Thread(target=lambda: outcome.append(ag.learner_records(tmp_path)), daemon=True)
+    reader = threading.Thread(target=lambda: outcome.append(replay.learner_records(tmp_path)), daemon=True)
     reader.start()
     reader.join(timeout=10)
     assert outcome, "reading records with a FIFO among them blocked the grader"
@@ -159,7 +159,7 @@ def test_a_fifo_or_a_link_in_the_records_folder_is_refused_without_reading_it(tm
     os.unlink(records / "extra.jsonl")
     (records / "checks.jsonl").unlink()
     os.mkfifo(records / "checks.jsonl")  # the file the grader reads, as a FIFO: no writer ever comes
-    reader = threading.Thread(target=lambda: outcome.append(ag.learner_records(tmp_path)), daemon=True)
+    reader = threading.Thread(target=lambda: outcome.append(replay.learner_records(tmp_path)), daemon=True)
     reader.start()
     reader.join(timeout=10)
     assert len(outcome) == 2, "a FIFO in place of the records file blocked the grader"
@@ -170,7 +170,7 @@ def test_records_over_the_size_bound_are_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("LLM_SANDBOX_RUNTIME_BYTES", "1000")
     (tmp_path / "checks").mkdir()
     (tmp_path / "checks" / "checks.jsonl").write_text("x" * 2000)
-    assert "more than the 1,000 allowed" in ag.learner_records(tmp_path)
+    assert "more than the 1,000 allowed" in replay.learner_records(tmp_path)
 
 
 def test_a_recorded_value_no_check_can_handle_fails_that_check_instead_of_stopping_the_grader():
@@ -186,25 +186,27 @@ def test_a_recorded_value_no_check_can_handle_fails_that_check_instead_of_stoppi
 
 def test_one_submission_that_makes_the_grader_itself_fail_is_zeroed_and_the_batch_goes_on(tmp_path, monkeypatch):
     """grade_submission raising (a bug, or hostile data) costs that submission only."""
+    from grader import submission
+
     for student in ("a-breaks-the-grader", "b-next"):
         folder = tmp_path / "submitted" / student / "00_setup"
         folder.mkdir(parents=True)
         (folder / "00_setup.ipynb").write_text("{}")
-    monkeypatch.setattr(ag.precheck, "check", lambda root, use_sandbox: "ok")
+    monkeypatch.setattr(precheck, "check", lambda root, use_sandbox: "ok")
     monkeypatch.setattr(ag, "course_fingerprint", lambda root: {})
-    monkeypatch.setattr(ag.verdicts, "reference_records", lambda *a, **k: {})
-    monkeypatch.setattr(ag, "_in_gradebook", lambda root, lesson: True)
-    monkeypatch.setattr(ag, "lesson_scores", lambda root, lesson, db=None: ({"b-next": 4.0}, 8.0))
-    monkeypatch.setattr(ag, "_forget", lambda root, lesson, student, db=None: None)
+    monkeypatch.setattr(verdicts, "reference_records", lambda *a, **k: {})
+    monkeypatch.setattr(gradebook, "has_lesson", lambda root, lesson: True)
+    monkeypatch.setattr(gradebook, "lesson_scores", lambda root, lesson, db=None: ({"b-next": 4.0}, 8.0))
+    monkeypatch.setattr(gradebook, "forget", lambda root, lesson, student, db=None: None)
     (tmp_path / "notebooks" / "00_setup").mkdir(parents=True)
     (tmp_path / "notebooks" / "00_setup" / "00_setup.ipynb").write_text("{}")
 
-    def grade(root, lesson, student, *args, **kwargs):
-        if student.startswith("a-"):
+    def grade(job):
+        if job.student.startswith("a-"):
             raise ValueError("a tensor subclass with an odd shape")
         return "graded", 1.0, []
 
-    monkeypatch.setattr(ag, "grade_submission", grade)
+    monkeypatch.setattr(submission, "grade_submission", grade)
     monkeypatch.setattr(ag, "protected_names", lambda nb: {})
     results = ag.autograde(tmp_path, ["00_setup"], use_sandbox=False)
     assert [(r.student, r.status, r.auto_score) for r in results] == [
@@ -216,7 +218,7 @@ def test_one_submission_that_makes_the_grader_itself_fail_is_zeroed_and_the_batc
 
 def test_the_kernels_cause_of_death_is_reported_not_guessed():
     log = "[AutogradeApp | ERROR] Kernel died\nbwrap: execvp /work/other/.venv/bin/python: No such file or directory\n"
-    reason = ag._failure_reason("autograde error", 600, log)
+    reason = flags.failure_reason("autograde error", 600, log)
     assert "bwrap: execvp /work/other/.venv/bin/python: No such file or directory" in reason
     assert "out of memory" not in reason
 
@@ -288,13 +290,13 @@ def test_records_not_written_by_the_recorder_are_named_by_their_cell():
 
     order = ["softmax_visible", "softmax_hidden", "cross_entropy_visible"]
     honest = records(("softmax_visible", 0), ("softmax_visible", 1), ("softmax_hidden", 0), ("cross_entropy_visible", 0))
-    assert ag.out_of_order(honest, order) == []
+    assert replay.out_of_order(honest, order) == []
     ahead = records(("cross_entropy_visible", 0), ("softmax_visible", 0), ("softmax_hidden", 0))
-    assert ag.out_of_order(ahead, order) == ["cross_entropy_visible"]
+    assert replay.out_of_order(ahead, order) == ["cross_entropy_visible"]
     repeated = records(("softmax_visible", 0), ("softmax_visible", 0))
-    assert ag.out_of_order(repeated, order) == ["softmax_visible"]
+    assert replay.out_of_order(repeated, order) == ["softmax_visible"]
     unknown = records(("softmax_visible", 0), ("made_up", 0))
-    assert ag.out_of_order(unknown, order) == ["made_up"]
+    assert replay.out_of_order(unknown, order) == ["made_up"]
 
 
 @pytest.mark.skipif(sandbox.bwrap_path() is None, reason="needs bwrap")
@@ -367,15 +369,15 @@ def test_a_lost_worker_costs_its_submission_only_and_nothing_it_half_wrote_is_me
     (tmp_path / "notebooks" / "00_setup").mkdir(parents=True)
     (tmp_path / "notebooks" / "00_setup" / "00_setup.ipynb").write_text("{}")
     (tmp_path / "gradebook.db").write_text("")
-    monkeypatch.setattr(ag.precheck, "check", lambda root, use_sandbox: "ok")
+    monkeypatch.setattr(precheck, "check", lambda root, use_sandbox: "ok")
     monkeypatch.setattr(ag, "course_fingerprint", lambda root: {})
-    monkeypatch.setattr(ag.verdicts, "reference_records", lambda *a, **k: {})
-    monkeypatch.setattr(ag, "_in_gradebook", lambda root, lesson: True)
+    monkeypatch.setattr(verdicts, "reference_records", lambda *a, **k: {})
+    monkeypatch.setattr(gradebook, "has_lesson", lambda root, lesson: True)
     monkeypatch.setattr(ag, "protected_names", lambda nb: {})
-    monkeypatch.setattr(ag, "lesson_scores", lambda root, lesson, db=None: ({"b-next": 4.0}, 8.0))
+    monkeypatch.setattr(gradebook, "lesson_scores", lambda root, lesson, db=None: ({"b-next": 4.0}, 8.0))
     forgotten, merged = [], []
-    monkeypatch.setattr(ag, "_forget", lambda root, lesson, student, db=None: forgotten.append(student))
-    monkeypatch.setattr(ag.gradebook, "merge_submission", lambda src, dst, lesson, student: merged.append(student))
+    monkeypatch.setattr(gradebook, "forget", lambda root, lesson, student, db=None: forgotten.append(student))
+    monkeypatch.setattr(gradebook, "merge_submission", lambda src, dst, lesson, student: merged.append(student))
 
     class Pool:
         def submit(self, fn, job):
@@ -386,14 +388,14 @@ def test_a_lost_worker_costs_its_submission_only_and_nothing_it_half_wrote_is_me
                 future.set_result(("graded", 1.0, []))
             return future
 
-    monkeypatch.setattr(ag, "_engine", lambda engine, jobs, scheduler: contextlib.nullcontext(Pool()))
+    monkeypatch.setattr(ag, "engine_pool", lambda engine, jobs, scheduler: contextlib.nullcontext(Pool()))
     results = ag.autograde(tmp_path, ["00_setup"], use_sandbox=False, jobs=2, progress=False)
     assert [(r.student, r.status, r.auto_score) for r in results] == [
         ("a-worker-dies", "grader error", 0.0), ("b-next", "graded", 4.0)]
     assert "its worker failed (RuntimeError" in results[0].flags[0]
     assert merged == ["b-next"], "the lost worker's gradebook copy was merged"
     assert forgotten == ["a-worker-dies"]
-    assert not list((tmp_path / ag.gradebook.JOBS).rglob("*.db")), "a gradebook copy was left behind"
+    assert not list((tmp_path / gradebook.JOBS).rglob("*.db")), "a gradebook copy was left behind"
 
 
 # --- records outside the schema --------------------------------------------------------------
@@ -433,4 +435,4 @@ def test_records_outside_the_schema_score_their_cell_0_and_never_raise(tmp_path)
     results = verdicts.compare(reference, records)
     assert results["softmax_visible"][0].startswith("unreadable record: a record without cell"), results
     assert verdicts.UNREADABLE_RECORD in results["cross_entropy_visible"][1]
-    assert ag.out_of_order(records, ["softmax_visible", "cross_entropy_visible"]) != []
+    assert replay.out_of_order(records, ["softmax_visible", "cross_entropy_visible"]) != []

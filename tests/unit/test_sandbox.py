@@ -204,7 +204,7 @@ def test_the_grader_sees_what_a_kernel_left_running_even_disguised_as_bwrap(fres
     process named `bwrap` that the kernel started are both the submission's."""
     import psutil
 
-    from grader.autograde import ProcessWatch
+    from grader.processes import ProcessWatch
 
     out = fresh_kernel(
         "import os, subprocess, sys, time\n"
