@@ -46,6 +46,7 @@ import nbformat
 
 from grader import gradebook, precheck, sandbox, verdicts
 from grader.cells import lesson_names
+from grader.course import Course
 from grader.engines import completed, default_jobs, engine_pool, progress_bar, say, show_running
 from grader.intake import protected_names
 from grader.processes import nbgrader
@@ -129,21 +130,22 @@ def autograde(
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1 (got {jobs})")
     precheck.check(root, use_sandbox)  # raises GradingSetupError, and nothing is graded
+    course = Course(root)
     already_reported = reported(report) if (report is not None and resume) else set()
     batch_db = gradebook.main_db(root)
     plans: list[tuple[str, str, Path]] = []  # (lesson, student, submission folder), in serial order
     setup = {}
     for lesson in lessons:
-        released = root / "notebooks" / lesson / f"{lesson}.ipynb"
+        released = course.released(lesson) / f"{lesson}.ipynb"
         with setup_lock(root):  # shards started at once in one course folder release it once
             if not released.exists() or not gradebook.has_lesson(root, lesson):
                 done = nbgrader(root, "generate_assignment", lesson, "--force")
                 if done.returncode != 0:
                     raise RuntimeError(f"nbgrader generate_assignment {lesson} failed:\n{done.stdout}{done.stderr}")
-        protected = {nb.name: protected_names(nb) for nb in (root / "notebooks" / lesson).glob("*.ipynb")}
+        protected = {nb.name: protected_names(nb) for nb in course.released_notebooks(lesson)}
         reference = verdicts.reference_records(root, lesson, cache=reference_cache, use_sandbox=use_sandbox, seed=seed)
         setup[lesson] = (reference, protected)
-        folders = sorted((root / "submitted").glob(f"*/{lesson}"))
+        folders = course.submissions(lesson)
         mine = gradebook.shard_students([f.parent.name for f in folders], shard) if shard else None
         for student_dir in folders:
             student = student_dir.parent.name
@@ -211,7 +213,7 @@ def autograde(
             while queue and len(running) < (jobs if pool is not None else 1):
                 lesson, student, student_dir = queue.pop(0)
                 if not any(student_dir.glob("*.ipynb")):
-                    expected = ", ".join(p.name for p in (root / "notebooks" / lesson).glob("*.ipynb"))
+                    expected = ", ".join(p.name for p in course.released_notebooks(lesson))
                     finish(lesson, student, "no notebook", 0.0,
                            [f"submitted/{student}/{lesson}/ holds no notebook (expected {expected}); 0 points"], None)
                     continue
@@ -245,8 +247,9 @@ def autograde(
 
 @contextlib.contextmanager
 def setup_lock(root: Path):
-    (root / ".grading").mkdir(exist_ok=True)
-    with open(root / ".grading" / "setup.lock", "w") as lock:
+    grading = Course(root).grading
+    grading.mkdir(exist_ok=True)
+    with open(grading / "setup.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
 
@@ -269,12 +272,13 @@ def release_is_current(root: Path, lesson: str) -> bool:
 
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
-        shutil.copy(root / "nbgrader_config.py", scratch)
-        shutil.copytree(root / "solutions" / lesson, scratch / "solutions" / lesson)
+        course, fresh_course = Course(root), Course(scratch)
+        shutil.copy(course.config, scratch)
+        shutil.copytree(course.solutions(lesson), fresh_course.solutions(lesson))
         if nbgrader(scratch, "generate_assignment", lesson, "--force").returncode != 0:
             return False
-        for fresh in (scratch / "notebooks" / lesson).glob("*.ipynb"):
-            current = root / "notebooks" / lesson / fresh.name
+        for fresh in fresh_course.released_notebooks(lesson):
+            current = course.released(lesson) / fresh.name
             if not current.exists() or nbformat.read(fresh, as_version=4) != nbformat.read(current, as_version=4):
                 return False
     return True
@@ -318,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.root / "submitted").is_dir():
         print(f"nothing to grade: put submissions in {args.root / 'submitted'}/<student>/<lesson>/<lesson>.ipynb")
         return 1
-    stale = [lesson for lesson in lessons if (args.root / "notebooks" / lesson).exists() and not release_is_current(args.root, lesson)]
+    stale = [lesson for lesson in lessons if Course(args.root).released(lesson).exists() and not release_is_current(args.root, lesson)]
     if stale:
         print(f"notebooks/ is out of date for {', '.join(stale)}: run `make release` (and send learners the new version) "
               f"before grading, or grading uses the old tests.")
@@ -331,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.no_sandbox:
         print("WARNING: --no-sandbox: submissions run as your user, with your files and network.")
-    report = (gradebook.shard_folder(args.root, shard) if shard else args.root / "autograded") / REPORT
+    report = gradebook.shard_folder(args.root, shard) / REPORT if shard else Course(args.root).report
     if not args.resume:  # the other lessons' rows stay: one report for the whole course
         forget_rows(report, lessons)
     try:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from grader.cells import lesson_names
+from grader.course import Course
 from grader.sanitize import add_content_security_policy, content_security_policy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,7 +28,7 @@ def course_config(root: Path):
     from traitlets.config import Config
 
     config = Config()
-    runpy.run_path(str(root / "nbgrader_config.py"), init_globals={"get_config": lambda: config})
+    runpy.run_path(str(Course(root).config), init_globals={"get_config": lambda: config})
     return config
 
 
@@ -62,13 +63,13 @@ def generate_feedback(root: Path, lessons: list[str], students: list[str] | None
     written, failed = [], []
     policy = feedback_policy(root)
     for lesson in lessons:
-        for graded in sorted((root / "autograded").glob(f"*/{lesson}")):
+        for graded in Course(root).graded(lesson):
             student = graded.parent.name
             if students is not None and student not in students:
                 continue
             done = api.generate_feedback(lesson, student, force=True)
             if done["success"]:
-                for page in (root / "feedback" / student / lesson).glob("*.html"):
+                for page in Course(root).feedback(student, lesson).glob("*.html"):
                     page.write_text(add_content_security_policy(page.read_text(), policy))
                 written.append(f"{lesson}/{student}")
             else:

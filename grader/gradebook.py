@@ -146,7 +146,9 @@ def forget(root: Path, lesson: str, student: str, db: Path | None = None) -> Non
     """Drop what a failed run left behind, so feedback and exports never show partial grades."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    shutil.rmtree(root / "autograded" / student / lesson, ignore_errors=True)
+    from grader.course import Course
+
+    shutil.rmtree(Course(root).autograded(student, lesson), ignore_errors=True)
     with Gradebook(url(db or main_db(root))) as gb:
         try:
             gb.remove_submission(lesson, student)

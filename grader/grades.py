@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from grader.cells import lesson_names
+from grader.course import Course
 
 BY_LESSON = "grades.csv"
 BY_STUDENT = "grades-by-student.csv"
@@ -82,7 +82,7 @@ def export(root: Path, db_url: str, course_id: str) -> list[Path]:
 
     with Gradebook(db_url, course_id) as gb:
         table = rows(gb)
-    columns, students = by_student(table, lesson_names(root) if (root / "solutions").is_dir() else [])
+    columns, students = by_student(table, Course(root).lessons())
     written = []
     for name, fields, data in ((BY_LESSON, COLUMNS, table), (BY_STUDENT, columns, students)):
         with open(root / name, "w", newline="") as f:

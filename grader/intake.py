@@ -12,6 +12,7 @@ import nbformat
 
 from grader.answer_policy import notebook_definitions, policy_violations, withhold
 from grader.cells import is_answer_cell, is_test_cell, nbgrader_meta
+from grader.course import Course
 
 
 def _nbgrader_cells(path: Path) -> dict[str, nbformat.NotebookNode]:
@@ -58,7 +59,6 @@ def integrity_flags(released: Path, submitted: Path, source: Path | None = None)
     return flags
 
 
-STAGING = Path(".grading") / "staged"  # relative to the course root, like submitted/
 
 
 def protected_names(released: Path) -> dict[str, str | None]:
@@ -82,14 +82,14 @@ def stage_submission(root: Path, lesson: str, student: str,
     make the copy read-only. Returns the flags to report. `protected` maps a notebook's name to
     its `protected_names` (computed here when not given). `enforce_policy=False` is for tests
     that prove the other layers hold by themselves."""
-    source_dir = root / "submitted" / student / lesson
-    staged_dir = root / STAGING / student / lesson
+    course = Course(root)
+    source_dir, staged_dir = course.submitted(student, lesson), course.staged(student, lesson)
     make_writable(staged_dir)
     shutil.rmtree(staged_dir, ignore_errors=True)
     shutil.copytree(source_dir, staged_dir, symlinks=False, ignore_dangling_symlinks=True)
     flags = []
     for notebook in sorted(staged_dir.glob("*.ipynb")):
-        released = root / "notebooks" / lesson / notebook.name
+        released = course.released(lesson) / notebook.name
         try:
             nb = nbformat.read(notebook, as_version=4)
         except Exception:  # reported by integrity_flags

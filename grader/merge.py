@@ -20,7 +20,7 @@ from pathlib import Path
 
 from grader import gradebook
 from grader.autograde import setup_lock
-from grader.cells import lesson_names
+from grader.course import Course
 from grader.processes import nbgrader
 from grader.report import CSV_HEADER, REPORT
 
@@ -66,8 +66,7 @@ def merge(root: Path, courses: list[Path]) -> tuple[list[dict], list[str]]:
                                                    f"{done.stdout}{done.stderr}")
                     released.add(lesson)
                 gradebook.merge_submission(folder / gradebook.MAIN, gradebook.main_db(root), lesson, student)
-                graded = course / "autograded" / student / lesson
-                target = root / "autograded" / student / lesson
+                graded, target = Course(course).autograded(student, lesson), Course(root).autograded(student, lesson)
                 if course != root:
                     shutil.rmtree(target, ignore_errors=True)
                     if graded.exists():
@@ -78,7 +77,7 @@ def merge(root: Path, courses: list[Path]) -> tuple[list[dict], list[str]]:
         if missing:
             warnings.append(f"shard(s) {', '.join(f'{i}/{count}' for i in missing)} not found: their students are "
                             "not graded yet")
-    report = root / "autograded" / REPORT
+    report = Course(root).report
     rows = {}
     if report.exists():  # rows of earlier runs stay, unless a shard graded the same submission
         with open(report, newline="") as f:
@@ -87,11 +86,11 @@ def merge(root: Path, courses: list[Path]) -> tuple[list[dict], list[str]]:
     graded_lessons = {lesson for lesson, _ in merged}
     for lesson in sorted(graded_lessons):  # a submission no shard graded (submitted/ changed between runs?)
         known = {s for (ls, s) in rows if ls == lesson}
-        missed = sorted(f.parent.name for f in (root / "submitted").glob(f"*/{lesson}") if f.parent.name not in known)
+        missed = sorted(f.parent.name for f in Course(root).submissions(lesson) if f.parent.name not in known)
         if missed:
             warnings.append(f"{lesson}: no shard graded {', '.join(missed[:10])}: not graded yet (run "
                             f"`python -m grader autograde {lesson} --resume` to grade the rest)")
-    order = {lesson: i for i, lesson in enumerate(lesson_names(root))} if (root / "solutions").is_dir() else {}
+    order = {lesson: i for i, lesson in enumerate(Course(root).lessons())}
     report.parent.mkdir(parents=True, exist_ok=True)
     with open(report, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_HEADER)

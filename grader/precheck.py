@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from grader import sandbox
+from grader.course import Course
 
 PROBE = ("import json, os, course_lib, course_lib.grading, ipykernel, torch; "
          "print(json.dumps({'course_lib': os.path.dirname(os.path.realpath(course_lib.__file__))}))")
@@ -33,7 +34,7 @@ def check(root: Path, use_sandbox: bool = True) -> str:
     """Import course_lib as a grading kernel would; returns the folder it came from, or raises
     GradingSetupError with the cause."""
     root = root.resolve()
-    if not (root / "course_lib" / "__init__.py").is_file():
+    if not (Course(root).course_lib / "__init__.py").is_file():
         raise GradingSetupError(f"{root} has no course_lib/: point the grader at the course directory (the one that "
                                 "holds nbgrader_config.py, course_lib/ and solutions/). Nothing was graded.")
     if use_sandbox:
@@ -43,7 +44,7 @@ def check(root: Path, use_sandbox: bool = True) -> str:
     else:
         done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120, check=False,
                               cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
-        expected = (root / "course_lib").resolve()
+        expected = Course(root).course_lib.resolve()
         where = "with this interpreter"
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:

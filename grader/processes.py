@@ -17,7 +17,7 @@ import psutil
 
 from course_lib.grading import RECORD_ENV, SEED_ENV, WITHHOLD_ENV
 from grader import gradebook, sandbox
-from grader.intake import STAGING
+from grader.course import STAGING, Course
 from grader.nbgrader_plugins import GRADER_RUN_ENV
 
 
@@ -158,7 +158,7 @@ def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_t
     env[SEED_ENV] = str(seed)  # the hidden inputs of this batch
     env[sandbox.GRADING_ENV] = "1"  # the sandbox sets it too; this is for --no-sandbox
     if use_sandbox:
-        kernels = sandbox.write_kernel_spec(root / ".grading" / "jupyter", course=root)
+        kernels = sandbox.write_kernel_spec(Course(root).grading / "jupyter", course=root)
         env["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(kernels), env.get("JUPYTER_PATH")) if p)
         env["TMPDIR"] = str(runtime)  # the connection file goes there, and only there is writable
         args += sandbox.nbgrader_options(runtime)

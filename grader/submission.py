@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import gradebook, sandbox
+from grader.course import Course
 from grader.flags import contained_flags, failure_reason, processes_flag
-from grader.intake import STAGING, integrity_flags, make_writable, stage_submission
+from grader.intake import integrity_flags, make_writable, stage_submission
 from grader.processes import run_autograde
 from grader.replay import replay_verdicts
 from grader.sanitize import sanitize_file as sanitize_notebook
@@ -55,10 +56,10 @@ class Run:
 
 
 def check_integrity(run: Run) -> None:
-    job = run.job
-    for notebook in sorted((job.root / "submitted" / job.student / job.lesson).glob("*.ipynb")):
-        run.flags += integrity_flags(job.root / "notebooks" / job.lesson / notebook.name, notebook,
-                                     job.root / "solutions" / job.lesson / notebook.name)
+    job, course = run.job, Course(run.job.root)
+    for notebook in sorted(course.submitted(job.student, job.lesson).glob("*.ipynb")):
+        run.flags += integrity_flags(course.released(job.lesson) / notebook.name, notebook,
+                                     course.solutions(job.lesson) / notebook.name)
 
 
 def stage(run: Run) -> None:
@@ -94,7 +95,7 @@ def review_graded(run: Run) -> None:
     job = run.job
     if run.status != "graded":
         return
-    for notebook in sorted((job.root / "autograded" / job.student / job.lesson).glob("*.ipynb")):
+    for notebook in sorted(Course(job.root).autograded(job.student, job.lesson).glob("*.ipynb")):
         run.flags += contained_flags(notebook, run.processes_left, job.use_sandbox)
         run.processes_left = []  # said once
         removed = sanitize_notebook(notebook)
@@ -116,8 +117,7 @@ def grade_submission(job: Job) -> tuple[str, float, list[str]]:
         for step in STEPS:
             step(run)
     finally:
-        staged = job.root / STAGING / job.student / job.lesson
-        for folder in (staged, run.runtime):
+        for folder in (Course(job.root).staged(job.student, job.lesson), run.runtime):
             make_writable(folder)
             shutil.rmtree(folder, ignore_errors=True)
     return run.status, run.seconds, run.flags

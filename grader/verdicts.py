@@ -48,6 +48,7 @@ import nbformat
 from course_lib.grading import RECORD_ENV, SEED_ENV, WITHHELD, announcement
 from grader import sandbox
 from grader.cells import is_test_cell, nbgrader_meta
+from grader.course import Course
 from grader.records import UNREADABLE, consolidate_records, read_records, replay_check
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -227,10 +228,10 @@ def reference_records(root: Path, lesson: str, cache: Path | None = None, use_sa
     when its key matches the solution and course_lib and it was made on a machine like this one
     (`machine_fingerprint`); otherwise the solution is run once here and cached in `cache`
     (default <root>/.grading/reference), keyed on all three."""
-    cache = cache or root / ".grading" / "reference"
+    cache = cache or Course(root).grading / "reference"
     machine = machine_fingerprint()
     result = {}
-    for solution in sorted((root / "solutions" / lesson).glob("*.ipynb")):
+    for solution in sorted(Course(root).solutions(lesson).glob("*.ipynb")):
         key = reference_key(solution)
         stored = stored_reference(root, lesson, solution.name)
         if seed == 0 and _read(stored / "key") == key and _read(stored / "machine") == machine:
@@ -382,7 +383,7 @@ def apply(root: Path, lesson: str, student: str, notebook: str,
                 flags.append(f"{cell}: {failure[:300]}; scored 0, review by hand")
         gb.db.commit()
     if overturned:  # the feedback shows why the cell scored 0
-        path = root / "autograded" / student / lesson / notebook
+        path = Course(root).autograded(student, lesson) / notebook
         if path.exists():
             nb = nbformat.read(path, as_version=4)
             for cell in nb.cells:

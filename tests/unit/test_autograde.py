@@ -10,6 +10,7 @@ import psutil
 
 from grader import autograde as ag
 from grader import flags, intake, processes, report
+from grader.course import Course
 from tools import nbtools as nbt
 
 HIDDEN = "assert f(1) == 2\n### BEGIN HIDDEN TESTS\nassert f(2) == 3\n### END HIDDEN TESTS"
@@ -145,11 +146,11 @@ def test_staged_copy_withholds_a_violating_answer_and_leaves_submitted_unchanged
     assert len(flags) == 1
     assert "f_answer" in flags[0]
     assert "reaches the import system (import importlib)" in flags[0]
-    staged = tmp_path / intake.STAGING / "eve" / lesson / f"{lesson}.ipynb"
+    staged = Course(tmp_path).staged("eve", lesson) / f"{lesson}.ipynb"
     assert "withheld by the grading policy" in staged.read_text()
     assert not staged.stat().st_mode & 0o222, "the staged copy must be read-only"
     assert submitted.read_bytes() == original, "submitted/ is never changed"
-    intake.make_writable(tmp_path / intake.STAGING)
+    intake.make_writable(Course(tmp_path).grading)
 
 
 def _graded(path, outputs_by_cell):
