@@ -75,7 +75,7 @@ test: $(STAMP) lint
 	@echo "make test: all passed"
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q tests/unit tests/interop
+	$(BIN)/python -m pytest -q tests/unit tests/grader tests/interop
 
 release: $(STAMP)
 	@for a in $(LESSONS); do $(BIN)/nbgrader generate_assignment $$a --force --log-level=WARN || exit 1; done

@@ -121,7 +121,7 @@ RIGHT: dict[str, str] = {
 }
 
 # RIGHT answers written with an idiom careful people use: the answer policy must let each one
-# through (tests/unit/test_answer_policy.py counts them).
+# through (tests/grader/test_answer_policy.py counts them).
 IDIOMS: dict[str, str] = {
     "softmax_answer": "a %timeit line left in, postponed annotations, warnings.warn",
     "cross_entropy_answer": "typing.Final, type(x).__name__ in an error, a __main__ self-check, "

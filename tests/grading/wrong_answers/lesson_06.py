@@ -317,7 +317,7 @@ RIGHT: dict[str, str] = {
 }
 
 # RIGHT answers written with an idiom careful people use: the answer policy must let each one
-# through (tests/unit/test_answer_policy.py counts them).
+# through (tests/grader/test_answer_policy.py counts them).
 IDIOMS: dict[str, str] = {
     "layer_norm_answer": "postponed annotations, a variable named vars",
     "ffn_answer": "getattr(nn, name), self.modules(), a private attribute",

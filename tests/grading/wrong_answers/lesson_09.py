@@ -319,7 +319,7 @@ RIGHT: dict[str, str] = {
 }
 
 # RIGHT answers written with an idiom careful people use: the answer policy must let each one
-# through (tests/unit/test_answer_policy.py counts them).
+# through (tests/grader/test_answer_policy.py counts them).
 IDIOMS: dict[str, str] = {
     "greedy_answer": "postponed annotations, torch.inference_mode",
     "beam_answer": "a frozen dataclass, heapq, a generator",

@@ -7,6 +7,7 @@ grader/autograde.py grades, and checks one property from inside it.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -227,3 +228,46 @@ def test_the_grader_sees_what_a_kernel_left_running_even_disguised_as_bwrap(fres
     finally:
         for description in others:
             psutil.Process(int(description.split(":")[0].split()[1])).kill()
+
+
+
+
+def test_a_symlinked_venv_is_bound_at_its_own_path_and_at_its_target(tmp_path, monkeypatch):
+    real = tmp_path / "real-venv"
+    (real / "bin").mkdir(parents=True)
+    link = tmp_path / "checkout" / ".venv"
+    link.parent.mkdir()
+    link.symlink_to(real)
+    monkeypatch.setattr(sys, "prefix", str(link))
+    monkeypatch.setattr(sys, "executable", str(link / "bin" / "python"))
+    binds = dict((str(d), str(s)) for s, d in sandbox._read_only_binds())
+    assert binds.get(str(link)) == str(real.resolve()), binds
+    assert binds.get(str(real.resolve())) == str(real.resolve())
+
+
+def test_a_cgroup_path_from_the_runtime_folder_is_trusted_only_if_it_is_ours(tmp_path):
+    (tmp_path / sandbox.CGROUP_FILE).write_text("/etc")
+    assert sandbox.memory_cgroup_hit(tmp_path) is None
+    assert Path("/etc").exists()
+    (tmp_path / sandbox.CGROUP_FILE).write_text("/sys/fs/cgroup/memory/../../../etc/llm-grading-1")
+    assert sandbox.memory_cgroup_hit(tmp_path) is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or sandbox._own_memory_cgroup() is None, reason="needs root and a memory cgroup")
+def test_the_memory_cgroup_bounds_the_whole_tree_and_is_removed(tmp_path):
+    import subprocess
+
+    runtime = sandbox.runtime_dir(tmp_path / "runtime")
+    code = ("import os, sys; sys.path.insert(0, {root!r}); from grader import sandbox; from pathlib import Path; "
+            "g = sandbox.enter_memory_cgroup(Path({runtime!r})); print(g)").format(root=str(ROOT), runtime=str(runtime))
+    env = {**os.environ, "LLM_SANDBOX_TREE_MEMORY_BYTES": str(256 * 2**20)}
+    done = subprocess.run([sys.executable, "-c", code + "; x = bytearray(600 * 2**20)"], env=env,
+                          capture_output=True, text=True, check=False)
+    first = (done.stdout.strip().splitlines() or ["None"])[0]
+    if first == "None":
+        pytest.skip(f"no memory cgroup can be made here (a cgroup v2 tree that does not delegate memory?): {done.stderr[-200:]}")
+    group = Path(first)
+    assert group.name.startswith(sandbox.CGROUP_PREFIX), done.stdout + done.stderr
+    assert done.returncode != 0, "600 MiB in a 256 MiB cgroup should have been killed"
+    assert sandbox.memory_cgroup_hit(runtime) is True
+    assert not group.exists(), "the grader removes the cgroup it read"

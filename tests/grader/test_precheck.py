@@ -1,0 +1,44 @@
+"""grader/precheck.py: a kernel can import this course's course_lib, or nothing is graded and the cause is named."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import precheck, sandbox
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.skipif(sandbox.bwrap_path() is None, reason="needs bwrap")
+def test_the_precheck_passes_here_and_names_the_cause_for_a_course_without_course_lib(tmp_path):
+    assert precheck.check(ROOT) == str(sandbox.COURSE_LIB_MOUNT)
+    course = tmp_path / "course"  # not a course directory
+    course.mkdir()
+    with pytest.raises(precheck.GradingSetupError, match="has no course_lib/: point the grader at the course directory"):
+        precheck.check(course)
+
+
+@pytest.mark.skipif(sandbox.bwrap_path() is None, reason="needs bwrap")
+def test_the_precheck_fails_loudly_when_course_lib_cannot_be_imported(tmp_path):
+    course = tmp_path / "course"
+    shutil.copytree(ROOT / "course_lib", course / "course_lib", ignore=shutil.ignore_patterns("__pycache__", "*.pt"))
+    (course / "course_lib" / "__init__.py").write_text("raise ImportError('broken on purpose')\n")
+    with pytest.raises(precheck.GradingSetupError, match="broken on purpose"):
+        precheck.check(course)
+
+
+@pytest.mark.skipif(sandbox.bwrap_path() is None, reason="needs bwrap")
+def test_a_grader_run_through_a_symlinked_venv_passes_the_precheck(tmp_path):
+    """sys.executable and sys.prefix are the symlink's paths: the sandbox must bind them too."""
+    import subprocess
+
+    (tmp_path / ".venv").symlink_to(Path(sys.prefix).resolve())
+    python = tmp_path / ".venv" / "bin" / "python"
+    done = subprocess.run([str(python), "-m", "grader", "check", "--root", str(ROOT)], capture_output=True, text=True,
+                          check=False, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "imports the course's course_lib" in done.stdout
