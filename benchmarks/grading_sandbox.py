@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from grader import autograde as ag  # noqa: E402
-from grader import precheck, processes, sandbox, verdicts  # noqa: E402
+from grader import precheck, processes, reference, sandbox  # noqa: E402
 
 
 def main() -> None:
@@ -61,7 +61,7 @@ def main() -> None:
                                                             "--force"),
         }
         start = time.perf_counter()
-        verdicts.reference_records(course, args.lesson)
+        reference.reference_records(course, args.lesson)
         reference_seconds = time.perf_counter() - start
         start = time.perf_counter()
         precheck.check(course)

@@ -8,7 +8,7 @@ VERBS = {
     "autograde": "grader.autograde",
     "merge": "grader.merge",
     "feedback": "grader.feedback",
-    "reference": "grader.verdicts",
+    "reference": "grader.reference",
     "check": "grader.precheck",
 }
 

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader import gradebook, precheck, sandbox, verdicts
+from grader import gradebook, precheck, reference, sandbox
 from grader.cells import lesson_names
 from grader.course import Course
 from grader.engines import completed, default_jobs, engine_pool, progress_bar, say, show_running
@@ -143,8 +143,8 @@ def autograde(
                 if done.returncode != 0:
                     raise RuntimeError(f"nbgrader generate_assignment {lesson} failed:\n{done.stdout}{done.stderr}")
         protected = {nb.name: protected_names(nb) for nb in course.released_notebooks(lesson)}
-        reference = verdicts.reference_records(root, lesson, cache=reference_cache, use_sandbox=use_sandbox, seed=seed)
-        setup[lesson] = (reference, protected)
+        setup[lesson] = (reference.reference_records(root, lesson, cache=reference_cache, use_sandbox=use_sandbox,
+                                                     seed=seed), protected)
         folders = course.submissions(lesson)
         mine = gradebook.shard_students([f.parent.name for f in folders], shard) if shard else None
         for student_dir in folders:
@@ -202,9 +202,9 @@ def autograde(
             bar.update(1)
 
     def job(lesson: str, student: str) -> Job:
-        reference, protected = setup[lesson]
+        records, protected = setup[lesson]
         db = gradebook.job_copy(batch_db, root, lesson, student) if parallel else (batch_db if shard else None)
-        return Job(root, lesson, student, reference, protected, deadline, cell_timeout, use_sandbox,
+        return Job(root, lesson, student, records, protected, deadline, cell_timeout, use_sandbox,
                    enforce_policy, db, seed)
 
     with engine_pool(engine, jobs, scheduler) as pool:

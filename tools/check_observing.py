@@ -17,7 +17,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from course_lib.grading import SEED_ENV, WITHHOLD_ENV  # noqa: E402
-from grader import verdicts  # noqa: E402
+from grader import reference, verdicts  # noqa: E402
 from grader.records import read_records  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,7 +29,7 @@ def check(lesson: str, seed: int = 0, use_sandbox: bool = False) -> list[str]:
     with tempfile.TemporaryDirectory() as folder:
         runs = {}
         for name, env in (("reference", {SEED_ENV: str(seed)}), ("graded", {SEED_ENV: str(seed), WITHHOLD_ENV: "1"})):
-            errors = verdicts.run_reference(solution, Path(folder) / name, use_sandbox=use_sandbox, env=env)
+            errors = reference.run_reference(solution, Path(folder) / name, use_sandbox=use_sandbox, env=env)
             problems += [f"{name} run: {e}" for e in errors]
             runs[name] = read_records(Path(folder) / name / "checks")
     for cell, (failure, notes) in verdicts.compare(runs["reference"], runs["graded"]).items():

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 from grader.records import read_records
-from grader.verdicts import compare, stored_reference
+from grader.reference import stored_reference
+from grader.verdicts import compare
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,6 +1,6 @@
 """Execute solution notebooks in place, storing the outputs that nbval compares, and the
 checks their test cells record: the reference that grading replays submissions against
-(reference-checks/<lesson>/, see grader/verdicts.py).
+(reference-checks/<lesson>/, see grader/reference.py).
 
     python tools/execute_solutions.py 00_setup 01_tokenization
 """
@@ -19,7 +19,7 @@ if __package__ in (None, ""):  # run as a script: make `tools` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from course_lib.grading import RECORD_ENV  # noqa: E402
-from grader import verdicts  # noqa: E402
+from grader import reference  # noqa: E402
 from grader.cells import lesson_names  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,7 +35,7 @@ def execute(lesson: str, timeout: int = 600) -> float:
     with tempfile.TemporaryDirectory() as records:
         os.environ[RECORD_ENV] = records  # the kernel inherits it: test cells record their checks
         try:
-            verdicts.announcing_client(
+            reference.announcing_client(
                 nb,
                 timeout=timeout,
                 kernel_name="llm-course",
@@ -46,11 +46,11 @@ def execute(lesson: str, timeout: int = 600) -> float:
         finally:
             os.environ.pop(RECORD_ENV, None)
         elapsed = time.perf_counter() - start
-        count = verdicts.store_reference(Path(records), ROOT, lesson, path)
+        count = reference.store_reference(Path(records), ROOT, lesson, path)
     for cell in nb.cells:
         cell.metadata.pop("execution", None)  # timestamps would leak into the release
     nbformat.write(nb, path)
-    print(f"{lesson}: {count} checks stored in {verdicts.STORED}/{lesson}/", flush=True)
+    print(f"{lesson}: {count} checks stored in {reference.STORED}/{lesson}/", flush=True)
     return elapsed
 
 

@@ -16,7 +16,7 @@ import nbformat
 import pytest
 
 from grader import autograde as ag
-from grader import processes, sandbox, verdicts
+from grader import processes, reference, sandbox
 from tests.browser.test_jupyterlab import ROOT, _jupyterlab
 from tests.grading import submissions as subs
 
@@ -44,7 +44,7 @@ def graded_course(tmp_path, browser_path):
     shutil.copy(ROOT / "nbgrader_config.py", course)
     (course / "course_lib").symlink_to(ROOT / "course_lib")
     shutil.copytree(ROOT / "solutions" / LESSON, course / "solutions" / LESSON)
-    shutil.copytree(ROOT / verdicts.STORED / LESSON, course / verdicts.STORED / LESSON)
+    shutil.copytree(ROOT / reference.STORED / LESSON, course / reference.STORED / LESSON)
     assert processes.nbgrader(course, "generate_assignment", LESSON, "--force").returncode == 0
     student = nbformat.read(course / "notebooks" / LESSON / f"{LESSON}.ipynb", as_version=4)
     sources, _ = subs.GRADING_ATTACKS["xss"]

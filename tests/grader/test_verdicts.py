@@ -6,7 +6,7 @@ import json
 
 import torch
 
-from grader import replay, verdicts
+from grader import reference, replay, verdicts
 
 
 def test_a_recorded_value_no_check_can_handle_fails_that_check_instead_of_stopping_the_grader():
@@ -27,7 +27,7 @@ def test_the_stored_reference_is_used_only_on_a_machine_like_the_one_that_made_i
     solution = tmp_path / "solutions" / "00_setup" / "00_setup.ipynb"
     solution.parent.mkdir(parents=True)
     solution.write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
-    stored = verdicts.stored_reference(tmp_path, "00_setup", solution.name)
+    stored = reference.stored_reference(tmp_path, "00_setup", solution.name)
     stored.mkdir(parents=True)
     monkeypatch.setattr(verdicts, "reference_key", lambda path: "k1")
     monkeypatch.setattr(verdicts, "read_records", lambda folder: [str(folder)])
@@ -40,27 +40,27 @@ def test_the_stored_reference_is_used_only_on_a_machine_like_the_one_that_made_i
 
     monkeypatch.setattr(verdicts, "run_reference", run_reference)
     (stored / "key").write_text("k1\n")
-    (stored / "machine").write_text(verdicts.machine_fingerprint() + "\n")
-    assert verdicts.reference_records(tmp_path, "00_setup") == {solution.name: [str(stored)]}
+    (stored / "machine").write_text(reference.machine_fingerprint() + "\n")
+    assert reference.reference_records(tmp_path, "00_setup") == {solution.name: [str(stored)]}
     assert runs == []
 
     (stored / "machine").write_text("x86_64 GenuineIntel AVX512, torch 2.11.0, numpy 2.5.2\n")
-    first = verdicts.reference_records(tmp_path, "00_setup")
+    first = reference.reference_records(tmp_path, "00_setup")
     assert len(runs) == 1, "the solution did not run on this machine"
     assert first[solution.name] != [str(stored)], "another machine's reference was used"
-    assert verdicts.reference_records(tmp_path, "00_setup") == first
+    assert reference.reference_records(tmp_path, "00_setup") == first
     assert len(runs) == 1, "the local run is not cached"
 
     (stored / "machine").unlink()  # a reference that does not say where it was made
-    verdicts.reference_records(tmp_path, "00_setup")
+    reference.reference_records(tmp_path, "00_setup")
     assert len(runs) == 1, "the same key and machine share the cached local run"
 
-    (stored / "machine").write_text(verdicts.machine_fingerprint() + "\n")
-    drawn = verdicts.reference_records(tmp_path, "00_setup", seed=77)
+    (stored / "machine").write_text(reference.machine_fingerprint() + "\n")
+    drawn = reference.reference_records(tmp_path, "00_setup", seed=77)
     assert len(runs) == 2, "a batch's own seed runs the solution with that seed, not the stored reference"
     assert runs[-1][1] == {"COURSE_GRADING_SEED": "77"}
     assert drawn[solution.name] != [str(stored)]
-    verdicts.reference_records(tmp_path, "00_setup", seed=77)
+    reference.reference_records(tmp_path, "00_setup", seed=77)
     assert len(runs) == 2, "one run per seed"
 
 

@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from grader import autograde as ag
-from grader import processes, sandbox, verdicts
+from grader import processes, reference, sandbox
 from grader.cells import lesson_names
 from tests.grading import submissions as subs
 
@@ -143,8 +143,8 @@ def graded(request, tmp_path_factory):
     shutil.copy(ROOT / "nbgrader_config.py", root)
     (root / "course_lib").symlink_to(ROOT / "course_lib")  # kernels import the graded course's course_lib
     shutil.copytree(ROOT / "solutions" / lesson, root / "solutions" / lesson)
-    if (ROOT / verdicts.STORED / lesson).exists():  # the solution's checks, stored by make execute-solutions
-        shutil.copytree(ROOT / verdicts.STORED / lesson, root / verdicts.STORED / lesson)
+    if (ROOT / reference.STORED / lesson).exists():  # the solution's checks, stored by make execute-solutions
+        shutil.copytree(ROOT / reference.STORED / lesson, root / reference.STORED / lesson)
     done = processes.nbgrader(root, "generate_assignment", lesson, "--force")
     assert done.returncode == 0, f"generate_assignment failed:\n{done.stdout}\n{done.stderr}"
 

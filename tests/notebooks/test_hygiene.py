@@ -6,6 +6,8 @@ means something: every cell has stored outputs, most cells are compared, nothing
 
 from __future__ import annotations
 
+from grader import reference
+
 import json
 from pathlib import Path
 
@@ -140,11 +142,11 @@ def test_the_stored_reference_checks_are_current(lesson):
     from grader.records import read_records
 
     solution = ROOT / "solutions" / lesson / f"{lesson}.ipynb"
-    key_file = verdicts.stored_reference(ROOT, lesson, solution.name) / "key"
+    key_file = reference.stored_reference(ROOT, lesson, solution.name) / "key"
     assert key_file.exists(), f"no stored reference checks for {lesson}: run `make execute-solutions LESSONS={lesson}`"
-    assert key_file.read_text().strip() == verdicts.reference_key(solution), (
+    assert key_file.read_text().strip() == reference.reference_key(solution), (
         f"the stored reference checks of {lesson} are older than its solution or course_lib: "
-        f"run `make execute-solutions LESSONS={lesson}` and commit {verdicts.STORED}/{lesson}"
+        f"run `make execute-solutions LESSONS={lesson}` and commit {reference.STORED}/{lesson}"
     )
     machine = key_file.parent / "machine"
     assert machine.exists() and machine.read_text().strip(), (
