@@ -10,6 +10,7 @@ VERBS = {
     "feedback": "grader.feedback",
     "reference": "grader.reference",
     "check": "grader.precheck",
+    "flags": "grader.flags",
 }
 
 

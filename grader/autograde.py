@@ -194,6 +194,8 @@ def autograde(
         for earlier in results:
             if earlier.lesson == lesson and scores.get(earlier.student, 0.0) != earlier.auto_score:
                 flags.append(f"the gradebook score of {earlier.student} changed while this one was graded")
+        if flags:
+            gradebook.mark_flagged(batch_db, lesson, student)
         results.append(Result(lesson, student, status, score, maximum, seconds, flags))
         say(bar, format_row(results[-1]))
         if report is not None:

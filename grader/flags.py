@@ -1,5 +1,6 @@
 """What the instructor is told to review about one run: what the sandbox stopped (memory, files,
-limits, the network, output cut, processes left running) and why a run gave no grades."""
+limits, the network, output cut, processes left running) and why a run gave no grades; and
+`python -m grader flags [LESSON ...]`, the flagged submissions of the report, with why."""
 
 from __future__ import annotations
 
@@ -101,3 +102,27 @@ def launcher_error(log: str) -> str | None:
     path the sandbox does not bind, a missing module), rather than 'the kernel died'."""
     found = LAUNCHER_ERRORS.findall(log)
     return found[-1].strip()[:200] if found else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import csv
+
+    from grader.course import Course
+
+    parser = argparse.ArgumentParser(description="The submissions the grader flagged for review, with its reasons "
+                                                 "(from autograded/autograde-report.csv).")
+    parser.add_argument("lessons", nargs="*", help="only these lessons (default: all)")
+    parser.add_argument("--root", type=Path, default=Path.cwd(), help="course directory (default: here)")
+    args = parser.parse_args(argv)
+    report = Course(args.root).report
+    if not report.exists():
+        print(f"no report at {report}: grade first (make autograde)")
+        return 1
+    with open(report, newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["flags"] and (not args.lessons or r["lesson"] in args.lessons)]
+    for r in rows:
+        print(f"{r['lesson']:<20} {r['student']:<24} {r['status']:<16} "
+              f"{float(r['autograded_score']):g} / {float(r['autograded_max']):g}\n    {r['flags']}")
+    print(f"{len(rows)} flagged submission(s); they are marked flagged in the Formgrader (make formgrader).")
+    return 0

@@ -132,6 +132,22 @@ def lesson_scores(root: Path, lesson: str, db: Path | None = None) -> tuple[dict
     return scores, float(auto_max)
 
 
+def mark_flagged(db: Path, lesson: str, student: str) -> None:
+    """Flag every notebook of a submission in the gradebook at `db`, so the Formgrader lists it as
+    flagged (the grader's reasons are in the report: `python -m grader flags`). A flag is never
+    cleared here: one the instructor set by hand stays."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(url(db)) as gb:
+        try:
+            submission = gb.find_submission(lesson, student)
+        except MissingEntry:  # nothing was graded (no notebook, or a failed run it forgot)
+            return
+        for notebook in submission.notebooks:
+            notebook.flagged = True
+        gb.db.commit()
+
+
 def gradebook_scores(root: Path, lesson: str, student: str) -> tuple[float, float]:
     """(autograded score, autograded maximum) of one submission, read from the gradebook."""
     scores, auto_max = lesson_scores(root, lesson)

@@ -7,7 +7,11 @@ import csv
 import shutil
 from pathlib import Path
 
+import nbformat
+from nbgrader.api import Gradebook
+
 from grader import autograde as ag
+from grader import flags as grader_flags
 from grader import nbgrader_plugins, processes, sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,7 +24,10 @@ def test_a_fresh_course_is_released_graded_reported_and_resumed(tmp_path, capsys
     shutil.copytree(ROOT / "solutions" / LESSON, tmp_path / "solutions" / LESSON)
     submitted = tmp_path / "submitted" / "ada" / LESSON
     submitted.mkdir(parents=True)
-    shutil.copy(ROOT / "solutions" / LESSON / f"{LESSON}.ipynb", submitted)
+    solution = nbformat.read(ROOT / "solutions" / LESSON / f"{LESSON}.ipynb", as_version=4)
+    visible = next(c for c in solution.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "softmax_visible")
+    visible.source = "pass  # edited: restored from the release before grading, and flagged"
+    nbformat.write(solution, submitted / f"{LESSON}.ipynb")
     (tmp_path / "submitted" / "bob" / LESSON).mkdir(parents=True)  # an empty submission folder
     flags = [] if sandbox.bwrap_path() else ["--no-sandbox"]
 
@@ -29,7 +36,15 @@ def test_a_fresh_course_is_released_graded_reported_and_resumed(tmp_path, capsys
     rows = list(csv.DictReader(report.open()))
     assert [(r["student"], r["status"], float(r["autograded_score"])) for r in rows] == [
         ("ada", "graded", 8.0), ("bob", "no notebook", 0.0)]
+    assert rows[0]["flags"] == "edited test cell(s) softmax_visible (restored from the release before grading)"
     assert rows[1]["flags"] == f"submitted/bob/{LESSON}/ holds no notebook (expected {LESSON}.ipynb); 0 points"
+    with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gb:  # the Formgrader lists it as flagged
+        assert gb.find_submission_notebook(LESSON, LESSON, "ada").flagged
+    capsys.readouterr()
+    assert grader_flags.main([LESSON, "--root", str(tmp_path)]) == 0
+    listed = capsys.readouterr().out
+    assert "edited test cell(s) softmax_visible" in listed, listed
+    assert "holds no notebook" in listed, listed
 
     capsys.readouterr()
     assert ag.main([LESSON, "--seed", "0", "--root", str(tmp_path), "--resume", *flags]) == 0
@@ -65,8 +80,6 @@ def _refused(root: Path, *command: str) -> str:
 def test_plain_nbgrader_and_the_formgrader_button_refuse_and_name_make_autograde(tmp_path):
     """Both routes would grade with no sandbox, no policy and no verdicts outside the kernel:
     each refuses before any cell runs, names `make autograde`, and changes no grade."""
-    from nbgrader.api import Gradebook
-
     shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
     (tmp_path / "course_lib").symlink_to(ROOT / "course_lib")
     shutil.copytree(ROOT / "solutions" / LESSON, tmp_path / "solutions" / LESSON)
