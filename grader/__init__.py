@@ -1,10 +1,10 @@
 """Grading the course: `python -m grader VERB ...` (run from the course directory).
 
-    python -m grader autograde [LESSON ...] [--deadline S] [--resume]   grade submitted/
+    python -m grader autograde [LESSON ...] [--student ID] [--resume]   grade submitted/
                      [--seed N] (hidden inputs; default: a new seed per batch)
                      [--jobs N|auto] [--shard I/N] [--engine local|dask] [--scheduler ADDRESS]
     python -m grader merge [COURSE_DIR ...]                             shard runs into this gradebook
-    python -m grader feedback [LESSON ...]                              feedback/, grades.csv, grades-by-student.csv
+    python -m grader feedback [LESSON ...] [--student ID]               feedback/, grades.csv, grades-by-student.csv
     python -m grader reference [LESSON ...]                             run the solutions as the reference
     python -m grader check                                              can a sandboxed kernel import course_lib?
     python -m grader flags [LESSON ...]                                 the submissions flagged for review, and why

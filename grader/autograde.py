@@ -292,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="course directory (holds nbgrader_config.py; default: here)")
     parser.add_argument("--deadline", type=float, default=600.0, help="hard wall-clock limit per submission, seconds")
     parser.add_argument("--cell-timeout", type=float, default=None, help="override nbgrader's per-cell timeout")
+    parser.add_argument("--student", action="append", default=None, metavar="ID",
+                        help="grade only this student (repeat for more); pass the batch's --seed to give them the "
+                             "class's hidden inputs")
     parser.add_argument("--resume", action="store_true",
                         help="skip the submissions already in autograded/autograde-report.csv")
     parser.add_argument("--no-sandbox", action="store_true",
@@ -339,9 +342,10 @@ def main(argv: list[str] | None = None) -> int:
         print("WARNING: --no-sandbox: submissions run as your user, with your files and network.")
     report = gradebook.shard_folder(args.root, shard) / REPORT if shard else Course(args.root).report
     if not args.resume:  # the other lessons' rows stay: one report for the whole course
-        forget_rows(report, lessons)
+        forget_rows(report, lessons, args.student)
     try:
-        results = autograde(args.root, lessons, args.deadline, args.cell_timeout, use_sandbox=not args.no_sandbox,
+        results = autograde(args.root, lessons, args.deadline, args.cell_timeout, students=args.student,
+                            use_sandbox=not args.no_sandbox,
                             report=report, resume=args.resume, jobs=jobs, shard=shard, engine=args.engine,
                             scheduler=args.scheduler, progress=args.progress, seed=seed)
     except precheck.GradingSetupError as error:

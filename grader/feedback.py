@@ -96,8 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("lessons", nargs="*", help="assignments (default: every folder in solutions/)")
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="course directory (holds nbgrader_config.py; default: here)")
+    parser.add_argument("--student", action="append", default=None, metavar="ID",
+                        help="feedback for this student only (repeat for more); grades are exported for everyone")
     args = parser.parse_args(argv)
-    written, failed = generate_feedback(args.root, args.lessons or lesson_names(args.root))
+    written, failed = generate_feedback(args.root, args.lessons or lesson_names(args.root), args.student)
     error = export_grades(args.root)
     print(f"feedback/ written for {len(written)} submission(s) (hidden tests stripped)")
     for failure in failed:

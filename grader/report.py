@@ -48,12 +48,14 @@ def reported(path: Path) -> set[tuple[str, str]]:
         return {(row["lesson"], row["student"]) for row in csv.DictReader(f)}
 
 
-def forget_rows(path: Path, lessons: list[str]) -> None:
-    """Drop the rows of `lessons` from the report at `path` (they are about to be graded again)."""
+def forget_rows(path: Path, lessons: list[str], students: list[str] | None = None) -> None:
+    """Drop the rows of `lessons` (of `students` only, if given) from the report at `path`: they
+    are about to be graded again."""
     if not path.exists():
         return
     with open(path, newline="") as f:
-        rows = [row for row in csv.DictReader(f) if row["lesson"] not in lessons]
+        rows = [row for row in csv.DictReader(f)
+                if row["lesson"] not in lessons or (students is not None and row["student"] not in students)]
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_HEADER)
         writer.writeheader()

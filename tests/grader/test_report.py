@@ -24,3 +24,11 @@ def test_report_rows_are_appended_one_by_one_and_resume_skips_them(tmp_path):
     assert lines[0].startswith("lesson,student,status")
     assert len(lines) == 3, "one header, then one row per submission as soon as it is graded"
     assert report.reported(path) == {("00_setup", "ada"), ("00_setup", "bob")}
+
+
+def test_grading_one_student_again_replaces_only_that_students_row(tmp_path):
+    path = tmp_path / "autograded" / "report.csv"
+    for student in ("ada", "bob"):
+        report.append_row(path, report.Result("00_setup", student, "graded", 8.0, 8.0, 9.0, []))
+    report.forget_rows(path, ["00_setup"], ["bob"])
+    assert report.reported(path) == {("00_setup", "ada")}

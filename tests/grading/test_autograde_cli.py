@@ -51,6 +51,10 @@ def test_a_fresh_course_is_released_graded_reported_and_resumed(tmp_path, capsys
     assert "ada" not in capsys.readouterr().out, "--resume must skip a submission already in the report"
     assert len(list(csv.DictReader(report.open()))) == 2
 
+    assert ag.main([LESSON, "--seed", "0", "--root", str(tmp_path), "--student", "bob", *flags]) == 0
+    assert "ada" not in capsys.readouterr().out, "--student bob graded another student"
+    assert [r["student"] for r in csv.DictReader(report.open())] == ["ada", "bob"], "ada's row was lost"
+
 
 FORMGRADER_AUTOGRADE = """
 import runpy, sys
