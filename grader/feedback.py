@@ -78,6 +78,24 @@ def generate_feedback(root: Path, lessons: list[str], students: list[str] | None
     return written, failed
 
 
+def awaiting_manual_grades(root: Path, lessons: list[str]) -> list[str]:
+    """'lesson/student' of every graded submission with a written answer no one has graded yet:
+    its feedback shows that answer as 0 until the Formgrader's manual grading is done."""
+    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.coursedir import CourseDirectory
+
+    coursedir = CourseDirectory(config=course_config(root), root=str(root.resolve()))
+    waiting = []
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
+        for lesson in lessons:
+            try:
+                submissions = gb.find_assignment(lesson).submissions
+            except MissingEntry:
+                continue
+            waiting += [f"{lesson}/{s.student.id}" for s in submissions if s.needs_manual_grade]
+    return sorted(waiting)
+
+
 def export_grades(root: Path) -> str | None:
     """Write grades.csv and grades-by-student.csv (grader/grades.py); None, or what went wrong."""
     from nbgrader.coursedir import CourseDirectory
@@ -102,6 +120,11 @@ def main(argv: list[str] | None = None) -> int:
     written, failed = generate_feedback(args.root, args.lessons or lesson_names(args.root), args.student)
     error = export_grades(args.root)
     print(f"feedback/ written for {len(written)} submission(s) (hidden tests stripped)")
+    waiting = [w for w in awaiting_manual_grades(args.root, args.lessons or lesson_names(args.root)) if w in written]
+    if waiting:
+        print(f"WARNING: {len(waiting)} of them have written answers not graded by hand yet, shown as 0 "
+              f"({', '.join(waiting[:5])}{', ...' if len(waiting) > 5 else ''}): grade them in the Formgrader "
+              "(make formgrader), then run make feedback again")
     for failure in failed:
         print(f"  no feedback for {failure}")
     print("grades.csv and grades-by-student.csv written" if error is None else f"grades NOT exported: {error[:300]}")

@@ -270,6 +270,11 @@ class RoundTripHonest(RoundTrip):
         with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
             gb.add_student("absent")  # in the class, submitted nothing
         assert feedback.export_grades(root) is None
+        written_answers = any(c.cell_type == "markdown" and subs.meta(c).get("grade") for c in
+                              nbformat.read(root / "solutions" / lesson / f"{lesson}.ipynb", as_version=4).cells)
+        waiting = feedback.awaiting_manual_grades(root, [lesson])
+        assert (f"{lesson}/solution" in waiting) == written_answers, (
+            f"feedback before manual grading must be told apart (written answers: {written_answers}): {waiting}")
         rows = {r["student_id"]: r for r in csv.DictReader((root / "grades.csv").open())}
         assert rows["solution"]["status"] == "submitted"
         assert float(rows["solution"]["autograded_score"]) == graded["expected"]["solution"]
