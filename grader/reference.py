@@ -21,6 +21,7 @@ import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -195,7 +196,9 @@ def run_reference(solution: Path, folder: Path, use_sandbox: bool = True, timeou
             client = announcing_client(nb, timeout=timeout, allow_errors=True,
                                        kernel_name=nb.metadata.get("kernelspec", {}).get("name", "python3"),
                                        resources={"metadata": {"path": str(solution.parent)}})
-        client.execute()
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / "kernel.log", "w") as log:  # the kernel's own output, kept out of the grader's table
+            client.execute(stdout=log, stderr=subprocess.STDOUT)
     finally:
         for key, value in saved.items():
             if value is None:
