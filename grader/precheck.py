@@ -23,7 +23,9 @@ from grader import sandbox
 from grader.course import Course
 
 PROBE = ("import json, os, course_lib, course_lib.grading, ipykernel, torch; "
-         "print(json.dumps({'course_lib': os.path.dirname(os.path.realpath(course_lib.__file__))}))")
+         "print(json.dumps({'course_lib': os.path.dirname(os.path.realpath(course_lib.__file__))}), flush=True); "
+         "from course_lib.data import CORPORA, data_path; "
+         "[data_path(name, download=False) for name in CORPORA]; print(json.dumps({'data': 'ok'}))")
 
 
 class GradingSetupError(RuntimeError):
@@ -46,17 +48,26 @@ def check(root: Path, use_sandbox: bool = True) -> str:
                               cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
         expected = Course(root).course_lib.resolve()
         where = "with this interpreter"
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    imported = [line["course_lib"] for line in lines if "course_lib" in line]
+    if not imported:
         cause = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
         raise GradingSetupError(
             f"a grading kernel cannot start {where}: `import course_lib` failed with: {cause[:300]}. "
             f"Interpreter: {sys.executable} (sys.prefix {sys.prefix}). Nothing was graded. Run `make setup` "
             "in this course directory, or point the grader at a venv that has this course's dependencies.")
-    found = Path(json.loads(lines[-1])["course_lib"])
+    found = Path(imported[0])
     if found != expected:
         raise GradingSetupError(f"a grading kernel {where} imports course_lib from {found}, not from this course "
                                 f"({root / 'course_lib'}). Nothing was graded.")
+    if not any(line.get("data") == "ok" for line in lines):
+        cause = " ".join((done.stderr.strip().splitlines() or ["no data set found"])[-3:])
+        folder = sandbox.data_dir(root) if use_sandbox else "the places course_lib.data looks"
+        raise GradingSetupError(
+            f"a grading kernel {where} cannot read the data sets the lessons load (it has no network): {cause[:400]}. "
+            f"It reads them from {folder}. Put the files in {Course(root).root / 'data'} (`python -c \"from "
+            "course_lib.data import data_path; data_path()\"` downloads them into your cache, which works too) or set "
+            "COURSE_DATA_DIR to their folder. Nothing was graded.")
     return str(found)
 
 

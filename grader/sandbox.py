@@ -101,20 +101,27 @@ def _set_limits() -> None:
         resource.setrlimit(rlimit, (value, value))
 
 
-def _data_dir() -> Path:
+def data_dir(course: Path | None = None) -> Path:
+    """The folder a grading kernel reads the data sets from (read-only): $COURSE_DATA_DIR if set,
+    else the first of the course's data/ and the user cache (`course_lib.data.cache_dir()`) that
+    holds a corpus file, else the cache."""
     if os.environ.get("COURSE_DATA_DIR"):
         return Path(os.environ["COURSE_DATA_DIR"]).resolve()
-    from course_lib.data import cache_dir
+    from course_lib.data import CORPORA, cache_dir
 
+    folders = [(course or ROOT) / "data", cache_dir()]
+    for folder in folders:
+        if any((folder / corpus.filename).is_file() for corpus in CORPORA.values()):
+            return folder.resolve()
     return cache_dir().resolve()
 
 
-def _read_only_binds() -> list[tuple[Path, Path]]:
+def _read_only_binds(course: Path | None = None) -> list[tuple[Path, Path]]:
     """What the kernel may read, as (source, destination): the OS, the interpreter, the venv and
-    the data, each at its real path and, where it is reached through a symlink (a symlinked
+    the data (`data_dir(course)`), each at its real path and, where it is reached through a symlink (a symlinked
     .venv, say), at that path too, so that sys.executable and sys.prefix work inside."""
     binds = [Path(p) for p in ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc") if not Path(p).is_symlink()]
-    binds += [Path(sys.base_prefix), Path(sys.prefix), Path(sys.executable).parent, _data_dir()]
+    binds += [Path(sys.base_prefix), Path(sys.prefix), Path(sys.executable).parent, data_dir(course)]
     pairs: dict[Path, Path] = {}  # destination -> source
     for path in binds:
         if path.exists():
@@ -138,7 +145,7 @@ def bwrap_command(connection_file: Path, bwrap: str = "bwrap", as_root: bool | N
     as_root = os.geteuid() == 0 if as_root is None else as_root
     runtime = connection_file.resolve().parent
     course_lib = ((course or ROOT) / "course_lib").resolve()
-    binds = _read_only_binds()
+    binds = _read_only_binds(course)
     command = [bwrap, "--die-with-parent", "--new-session"]
     if as_root:
         command += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
@@ -162,7 +169,7 @@ def bwrap_command(connection_file: Path, bwrap: str = "bwrap", as_root: bool | N
         command += ["--ro-bind", str(course_lib), str(COURSE_LIB_MOUNT)]
     command += ["--bind", str(runtime), str(runtime), "--chdir", "/tmp/work", "--clearenv"]
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
-           "MPLCONFIGDIR": "/tmp", "PYTHONNOUSERSITE": "1", "COURSE_DATA_DIR": str(_data_dir()),
+           "MPLCONFIGDIR": "/tmp", "PYTHONNOUSERSITE": "1", "COURSE_DATA_DIR": str(data_dir(course)),
            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONPATH": "/opt/grading",
            "LLM_SANDBOX_OUTPUT_CHARS": str(limit("OUTPUT_CHARS")), GRADING_ENV: "1"}
     record = os.environ.get("COURSE_GRADING_RECORD")  # where the checks are recorded (grader/verdicts.py)

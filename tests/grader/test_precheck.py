@@ -42,3 +42,26 @@ def test_a_grader_run_through_a_symlinked_venv_passes_the_precheck(tmp_path):
                           check=False, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "imports the course's course_lib" in done.stdout
+
+
+@pytest.mark.skipif(sandbox.bwrap_path() is None, reason="needs bwrap")
+def test_the_precheck_fails_when_no_data_set_reaches_the_kernel_and_passes_with_the_courses_data_folder(
+        tmp_path, monkeypatch):
+    """A kernel has no network: a data set neither in $COURSE_DATA_DIR, the course's data/ nor the
+    cache would make every submission's demo cells fail. The pre-check says so before grading."""
+    from course_lib.data import data_path
+
+    corpus = data_path(download=False)  # this machine's copy (CI: COURSE_DATA_DIR)
+    course = tmp_path / "course"
+    course.mkdir()
+    (course / "course_lib").symlink_to(ROOT / "course_lib")
+    monkeypatch.setenv("COURSE_DATA_DIR", str(tmp_path / "empty"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(precheck.GradingSetupError, match="cannot read the data sets the lessons load"):
+        precheck.check(course)
+    monkeypatch.delenv("COURSE_DATA_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "no-cache"))
+    (course / "data").mkdir()
+    shutil.copy(corpus, course / "data" / corpus.name)
+    assert sandbox.data_dir(course) == (course / "data").resolve()
+    assert precheck.check(course) == str(sandbox.COURSE_LIB_MOUNT), "the course's data/ did not reach the kernel"
