@@ -195,7 +195,10 @@ def autograde(
             if earlier.lesson == lesson and scores.get(earlier.student, 0.0) != earlier.auto_score:
                 flags.append(f"the gradebook score of {earlier.student} changed while this one was graded")
         if flags:
-            gradebook.mark_flagged(batch_db, lesson, student)
+            try:
+                gradebook.mark_flagged(batch_db, lesson, student)
+            except Exception as error:  # noqa: BLE001 (the report still has the flags)
+                flags.append(f"it could not be marked flagged in the gradebook ({type(error).__name__})")
         results.append(Result(lesson, student, status, score, maximum, seconds, flags))
         say(bar, format_row(results[-1]))
         if report is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from grader import autograde as ag
-from grader import gradebook, precheck, verdicts
+from grader import gradebook, precheck, reference
 
 
 def test_release_is_current_notices_edited_solutions(tmp_path):
@@ -39,10 +39,12 @@ def test_one_submission_that_makes_the_grader_itself_fail_is_zeroed_and_the_batc
         (folder / "00_setup.ipynb").write_text("{}")
     monkeypatch.setattr(precheck, "check", lambda root, use_sandbox: "ok")
     monkeypatch.setattr(ag, "course_fingerprint", lambda root: {})
-    monkeypatch.setattr(verdicts, "reference_records", lambda *a, **k: {})
+    monkeypatch.setattr(reference, "reference_records", lambda *a, **k: {})
     monkeypatch.setattr(gradebook, "has_lesson", lambda root, lesson: True)
     monkeypatch.setattr(gradebook, "lesson_scores", lambda root, lesson, db=None: ({"b-next": 4.0}, 8.0))
     monkeypatch.setattr(gradebook, "forget", lambda root, lesson, student, db=None: None)
+    flagged = []
+    monkeypatch.setattr(gradebook, "mark_flagged", lambda db, lesson, student: flagged.append(student))
     (tmp_path / "notebooks" / "00_setup").mkdir(parents=True)
     (tmp_path / "notebooks" / "00_setup" / "00_setup.ipynb").write_text("{}")
 
@@ -57,6 +59,7 @@ def test_one_submission_that_makes_the_grader_itself_fail_is_zeroed_and_the_batc
     assert [(r.student, r.status, r.auto_score) for r in results] == [
         ("a-breaks-the-grader", "grader error", 0.0), ("b-next", "graded", 4.0)]
     assert "the grader failed on this submission (ValueError: a tensor subclass with an odd shape)" in results[0].flags[0]
+    assert flagged == ["a-breaks-the-grader"], "a flagged submission is marked flagged in the gradebook (the Formgrader)"
 
 
 def test_a_lost_worker_costs_its_submission_only_and_nothing_it_half_wrote_is_merged(tmp_path, monkeypatch):
@@ -74,13 +77,14 @@ def test_a_lost_worker_costs_its_submission_only_and_nothing_it_half_wrote_is_me
     (tmp_path / "gradebook.db").write_text("")
     monkeypatch.setattr(precheck, "check", lambda root, use_sandbox: "ok")
     monkeypatch.setattr(ag, "course_fingerprint", lambda root: {})
-    monkeypatch.setattr(verdicts, "reference_records", lambda *a, **k: {})
+    monkeypatch.setattr(reference, "reference_records", lambda *a, **k: {})
     monkeypatch.setattr(gradebook, "has_lesson", lambda root, lesson: True)
     monkeypatch.setattr(ag, "protected_names", lambda nb: {})
     monkeypatch.setattr(gradebook, "lesson_scores", lambda root, lesson, db=None: ({"b-next": 4.0}, 8.0))
     forgotten, merged = [], []
     monkeypatch.setattr(gradebook, "forget", lambda root, lesson, student, db=None: forgotten.append(student))
     monkeypatch.setattr(gradebook, "merge_submission", lambda src, dst, lesson, student: merged.append(student))
+    monkeypatch.setattr(gradebook, "mark_flagged", lambda db, lesson, student: None)
 
     class Pool:
         def submit(self, fn, job):
