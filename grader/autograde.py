@@ -63,9 +63,6 @@ from grader.report import (
 )
 from grader.submission import Job, grade_job
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
 WATCHED = ("nbgrader_config.py", "course_lib", "solutions", "notebooks", "submitted")
 
 

@@ -148,12 +148,6 @@ def mark_flagged(db: Path, lesson: str, student: str) -> None:
         gb.db.commit()
 
 
-def gradebook_scores(root: Path, lesson: str, student: str) -> tuple[float, float]:
-    """(autograded score, autograded maximum) of one submission, read from the gradebook."""
-    scores, auto_max = lesson_scores(root, lesson)
-    return scores.get(student, 0.0), auto_max
-
-
 def has_lesson(root: Path, lesson: str) -> bool:
     return has_assignment(main_db(root), lesson)
 

@@ -62,12 +62,6 @@ def forget_rows(path: Path, lessons: list[str], students: list[str] | None = Non
         writer.writerows(rows)
 
 
-def write_csv(results: list[Result], path: Path) -> None:
-    path.unlink(missing_ok=True)
-    for r in results:
-        append_row(path, r)
-
-
 def rewrite_in_order(report: Path, lessons: list[str]) -> None:
     with open(report, newline="") as f:
         rows = list(csv.DictReader(f))
