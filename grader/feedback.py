@@ -32,6 +32,13 @@ def course_config(root: Path):
     return config
 
 
+def course_directory(root: Path):
+    """nbgrader's CourseDirectory of the course at `root`, configured by its nbgrader_config.py."""
+    from nbgrader.coursedir import CourseDirectory
+
+    return CourseDirectory(config=course_config(root), root=str(root.resolve()))
+
+
 def feedback_policy(root: Path) -> str:
     """The Content-Security-Policy of the feedback pages: only what nbgrader's feedback template
     runs for a notebook with no cells (grader/sanitize.py)."""
@@ -56,10 +63,9 @@ def generate_feedback(root: Path, lessons: list[str], students: list[str] | None
     Each page carries the feedback policy (no script but the template's own runs in it), besides
     what it renders being sanitised."""
     from nbgrader.apps import NbGraderAPI
-    from nbgrader.coursedir import CourseDirectory
 
-    config = course_config(root)
-    api = NbGraderAPI(CourseDirectory(config=config, root=str(root.resolve())), config=config)
+    coursedir = course_directory(root)
+    api = NbGraderAPI(coursedir, config=coursedir.config)
     written, failed = [], []
     policy = feedback_policy(root)
     for lesson in lessons:
@@ -82,9 +88,8 @@ def awaiting_manual_grades(root: Path, lessons: list[str]) -> list[str]:
     """'lesson/student' of every graded submission with a written answer no one has graded yet:
     its feedback shows that answer as 0 until the Formgrader's manual grading is done."""
     from nbgrader.api import Gradebook, MissingEntry
-    from nbgrader.coursedir import CourseDirectory
 
-    coursedir = CourseDirectory(config=course_config(root), root=str(root.resolve()))
+    coursedir = course_directory(root)
     waiting = []
     with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
         for lesson in lessons:
@@ -98,11 +103,9 @@ def awaiting_manual_grades(root: Path, lessons: list[str]) -> list[str]:
 
 def export_grades(root: Path) -> str | None:
     """Write grades.csv and grades-by-student.csv (grader/grades.py); None, or what went wrong."""
-    from nbgrader.coursedir import CourseDirectory
-
     from grader import grades
 
-    coursedir = CourseDirectory(config=course_config(root), root=str(root.resolve()))
+    coursedir = course_directory(root)
     try:
         grades.export(root, coursedir.db_url, coursedir.course_id)
     except Exception as error:  # noqa: BLE001 (reported; feedback pages are written regardless)

@@ -68,14 +68,14 @@ def announcing_client(nb, **kwargs):
     return AnnouncingClient(nb, **kwargs)
 
 
-def _imported_modules(source: str, package: str | None = None) -> set[str]:
+def imported_modules(source: str, package: str | None = None) -> set[str]:
     """The course_lib modules a piece of code imports (absolute, or relative to `package`)."""
     import ast
 
     try:
         tree = ast.parse(source)
     except SyntaxError:  # a notebook cell with IPython syntax: read what parses, line by line
-        return set().union(*(_imported_modules(line.strip(), package) for line in source.splitlines()
+        return set().union(*(imported_modules(line.strip(), package) for line in source.splitlines()
                              if line.strip().startswith(("import ", "from "))))
     found = set()
     for node in ast.walk(tree):
@@ -105,7 +105,7 @@ def _module_file(root: Path, name: str) -> Path | None:
 def lesson_modules(root: Path, sources: list[str]) -> list[Path]:
     """The course_lib files that code (a lesson's cells) depends on: what it imports, what those
     import within course_lib, the packages around them, and `course_lib.grading` (the recorder)."""
-    pending = set().union(*(_imported_modules(src) for src in sources)) | {"course_lib.grading"}
+    pending = set().union(*(imported_modules(src) for src in sources)) | {"course_lib.grading"}
     seen: dict[str, Path] = {}
     while pending:
         name = pending.pop()
@@ -119,7 +119,7 @@ def lesson_modules(root: Path, sources: list[str]) -> list[Path]:
                 continue
             seen[prefix] = path
             package = prefix if path.name == "__init__.py" else prefix.rpartition(".")[0]
-            pending |= _imported_modules(path.read_text(), package) - seen.keys()
+            pending |= imported_modules(path.read_text(), package) - seen.keys()
     return sorted(set(seen.values()))
 
 

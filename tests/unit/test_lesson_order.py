@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.reference import _imported_modules
+from grader.reference import imported_modules
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Modules every lesson may use: loading data, picking a device, the grading helpers, plots, measuring.
@@ -68,7 +68,7 @@ def test_a_module_imports_only_earlier_lessons_and_shared_modules(path):
     module = _name(path)
     lesson = _lesson(module)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    later = sorted(f"{imported} (lesson {_lesson(imported)})" for imported in _imported_modules(path.read_text(), package)
+    later = sorted(f"{imported} (lesson {_lesson(imported)})" for imported in imported_modules(path.read_text(), package)
                    if imported.startswith("course_lib") and _lesson(imported) is not None
                    and (lesson is None or _lesson(imported) > lesson) and not imported.startswith(module + ".")
                    and not any((module, imported) == e or (module == e[0] and imported.startswith(e[1] + "."))
@@ -82,5 +82,5 @@ def test_every_known_exception_is_still_needed():
     for module, imported in EXCEPTIONS:
         path = next(p for p in MODULES if _name(p) == module)
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-        assert any(i == imported or i.startswith(imported + ".") for i in _imported_modules(path.read_text(), package)), (
+        assert any(i == imported or i.startswith(imported + ".") for i in imported_modules(path.read_text(), package)), (
             f"{module} no longer imports {imported}: remove the exception")
