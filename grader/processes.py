@@ -4,6 +4,7 @@ watch on what the submission started inside it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 import psutil
 
 from course_lib.grading import RECORD_ENV, SEED_ENV, WITHHOLD_ENV
-from grader import gradebook, sandbox
+from grader import forkserver, gradebook, sandbox
 from grader.course import STAGING, Course
 from grader.nbgrader_plugins import GRADER_RUN_ENV
 
@@ -164,9 +165,14 @@ def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_t
         args += sandbox.nbgrader_options(runtime)
     start = time.perf_counter()
     # nbgrader's output goes to a file: a process the kernel left behind cannot hold a pipe open
-    with tempfile.TemporaryFile(mode="w+") as log_file:
-        process = subprocess.Popen(args, cwd=root, env=env, stdout=log_file, stderr=subprocess.STDOUT,
-                                   text=True, start_new_session=True)
+    with tempfile.NamedTemporaryFile(mode="w+", prefix="nbgrader-log-") as log_file:
+        process = None
+        if forkserver.enabled():  # nbgrader already imported (grader/forkserver.py)
+            with contextlib.suppress(forkserver.ServerGone, OSError):  # else a plain process
+                process = forkserver.spawn(args[3:], str(root), env, log_file.name)
+        if process is None:
+            process = subprocess.Popen(args, cwd=root, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+                                       text=True, start_new_session=True)
         watch = ProcessWatch(process.pid, runtime=runtime, runtime_bytes=sandbox.limit("RUNTIME_BYTES"))
         watch.start()
         try:
@@ -176,6 +182,10 @@ def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_t
             status = "did not finish"
         watch.stop()
         kill_tree(process)  # the kernel too, and whatever it started
+        try:
+            process.wait(timeout=60)  # reaped: its exit status is known
+        except subprocess.TimeoutExpired:
+            forkserver.discard()
         log_file.seek(0)
         log = log_file.read()
     if watch.runtime_overflow:
