@@ -1,8 +1,8 @@
 """nbgrader preprocessors of the course, named in nbgrader_config.py (which is configuration only).
 
 - `TagTestCellsRaisesException` (release): "Run All" goes on past an unanswered exercise.
-- `ExecuteAnnouncingTestCells` (autograde): tells the kernel which graded test cell comes next,
-  so that its recorded checks can be matched with the instructor's run (grader/verdicts.py).
+- `ExecuteAnnouncingTestCells` (autograde): nbgrader's Execute, running the graded test cells as
+  grader/executor.py says (announced, hidden ones outside the kernel's history).
 - `ScoreTestCellsByErrors` (autograde): a test cell scores 0 only when it raised; what the answer
   wrote to stderr (a warning, a log line) is shown, never scored.
 - `RequireCourseGrader` (autograde): plain `nbgrader autograde`, and the Formgrader's button,
@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import os
 
-from nbclient.util import run_sync
 from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
 
-from course_lib.grading import announcement
 from grader.cells import MARKER_WORDS
+from grader.executor import AnnouncesTestCells
 
 #: Set by grader/processes.py in the environment of the nbgrader it runs (RequireCourseGrader).
 GRADER_RUN_ENV = "COURSE_GRADER_RUN"
@@ -145,38 +144,5 @@ class RedactFeedback(NbGraderPreprocessor):
         return output
 
 
-# Run silently after each hidden test cell: IPython keeps every cell's source in `linecache` (for
-# tracebacks), where a later cell could read the hidden tests back. The scrub's own source holds
-# the marker too, so it removes itself.
-SCRUB_HIDDEN_SOURCE = (
-    "[__import__('linecache').cache.pop(k, None) for k, v in list(__import__('linecache').cache.items()) "
-    "if isinstance(v, tuple) and len(v) > 2 and isinstance(v[2], list) "
-    f"and any({MARKER_WORDS[0]!r} in str(line) for line in v[2])]"
-)
-
-
-class ExecuteAnnouncingTestCells(Execute):
-    """nbgrader's Execute, which first tells the kernel which graded test cell comes next
-    (`course_lib.grading.begin_checks`), so that the checks recorded while grading can be
-    matched, cell by cell, with the instructor's run (grader/verdicts.py). The announcement is a
-    silent execution outside the notebook: no cell, no output, no execution count.
-
-    A test cell with hidden tests runs outside the kernel's input history (no `In`, `_ih`, `_i`
-    entry, nothing in the history database), and its source is then dropped from `linecache`,
-    so no later cell can read the hidden tests back from the kernel."""
-
-    def preprocess_cell(self, cell, resources, index):
-        meta = cell.metadata.get("nbgrader", {})
-        if not (cell.cell_type == "code" and meta.get("grade") and not meta.get("solution")):
-            return super().preprocess_cell(cell, resources, index)
-        run_sync(self._silently)(announcement(meta["grade_id"]))
-        if MARKER_WORDS[0] not in cell.source:
-            return super().preprocess_cell(cell, resources, index)
-        self._check_assign_resources(resources)
-        cell = self.execute_cell(cell, index, store_history=False)
-        run_sync(self._silently)(SCRUB_HIDDEN_SOURCE)
-        return cell, self.resources
-
-    async def _silently(self, code):
-        msg_id = self.kc.execute(code, silent=True, store_history=False)  # no output, no count
-        await self.async_wait_for_reply(msg_id)
+class ExecuteAnnouncingTestCells(AnnouncesTestCells, Execute):
+    """nbgrader's Execute, executing graded test cells as grader/executor.py says."""

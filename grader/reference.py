@@ -29,10 +29,11 @@ from pathlib import Path
 
 import nbformat
 
-from course_lib.grading import RECORD_ENV, SEED_ENV, announcement
+from course_lib.grading import RECORD_ENV, SEED_ENV
 from grader import sandbox
 from grader.cells import is_test_cell, nbgrader_meta
 from grader.course import Course
+from grader.executor import announcing_client
 from grader.records import consolidate_records, read_records
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,26 +47,6 @@ def _read(path: Path) -> str | None:
         return path.read_text().strip()
     except OSError:
         return None
-
-
-def announcing_client(nb, **kwargs):
-    """An nbclient NotebookClient that announces each graded test cell to the kernel before it
-    runs it (as nbgrader_config.py's ExecuteAnnouncingTestCells does while grading), outside the
-    notebook and its execution counts."""
-    from nbclient import NotebookClient
-
-    class AnnouncingClient(NotebookClient):
-        async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
-            if not is_test_cell(cell):
-                return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
-            # silent: no output, no execution count
-            msg_id = self.kc.execute(announcement(nbgrader_meta(cell)["grade_id"]), silent=True, store_history=False)
-            reply = await self.async_wait_for_reply(msg_id)
-            if reply is None or reply["content"]["status"] != "ok":
-                raise RuntimeError(f"announcing a test cell to the kernel failed: {reply}")
-            return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
-
-    return AnnouncingClient(nb, **kwargs)
 
 
 def imported_modules(source: str, package: str | None = None) -> set[str]:

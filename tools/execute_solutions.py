@@ -21,6 +21,7 @@ if __package__ in (None, ""):  # run as a script: make `tools` importable
 from course_lib.grading import RECORD_ENV  # noqa: E402
 from grader import reference  # noqa: E402
 from grader.cells import lesson_names  # noqa: E402
+from grader.executor import announcing_client  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"  # the maintainers' offline corpus, as in CI
@@ -35,7 +36,7 @@ def execute(lesson: str, timeout: int = 600) -> float:
     with tempfile.TemporaryDirectory() as records:
         os.environ[RECORD_ENV] = records  # the kernel inherits it: test cells record their checks
         try:
-            reference.announcing_client(
+            announcing_client(
                 nb,
                 timeout=timeout,
                 kernel_name="llm-course",

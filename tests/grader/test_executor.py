@@ -1,0 +1,40 @@
+"""grader/executor.py: graded test cells are announced to the kernel, and a hidden test cell
+leaves nothing a later cell can read back (the kernel's history, linecache)."""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_notebook
+
+from course_lib.grading import RECORD_ENV
+from grader.executor import announcing_client
+from grader.records import read_records
+
+
+def _graded(source: str, grade_id: str) -> nbformat.NotebookNode:
+    cell = new_code_cell(source)
+    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": grade_id, "points": 1}
+    return cell
+
+
+def test_test_cells_are_announced_and_hidden_ones_leave_no_source_behind(tmp_path, monkeypatch):
+    monkeypatch.setenv(RECORD_ENV, str(tmp_path / "records"))
+    nb = new_notebook(cells=[
+        new_code_cell("from course_lib.grading import assert_equal\nSECRET_IN_A_DEMO = 1"),
+        _graded("assert_equal(1 + 1, expect=lambda: 2, name='the visible test')", "visible"),
+        _graded("### BEGIN HIDDEN TESTS\nassert_equal(2 + 2, expect=lambda: 4, name='the hidden test')\n### END HIDDEN TESTS", "hidden"),
+        new_code_cell(
+            "import json, linecache\n"
+            "needle = 'the hid' + 'den test'  # not itself in this cell's source\n"
+            "cached = [''.join(v[2]) for v in linecache.cache.values() if isinstance(v, tuple) and len(v) > 2]\n"
+            "print(json.dumps({'linecache': any(needle in s for s in cached),\n"
+            "                  'history': any(needle in s for s in In),\n"
+            "                  'demo_in_history': any('SECRET_IN_A_DEMO' in s for s in In)}))"),
+    ])
+    announcing_client(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    cells = [record["cell"] for record in read_records(tmp_path / "records")]
+    assert cells == ["visible", "hidden"], f"the checks were recorded under {cells}"
+    seen = json.loads(nb.cells[3].outputs[0]["text"])
+    assert seen == {"linecache": False, "history": False, "demo_in_history": True}, seen
