@@ -14,6 +14,8 @@ later cell can read the hidden tests back from the kernel."""
 
 from __future__ import annotations
 
+from nbclient.util import run_sync
+
 from course_lib.grading import announcement
 from grader.cells import MARKER_WORDS, is_test_cell, nbgrader_meta
 
@@ -40,6 +42,10 @@ class AnnouncesTestCells:
         cell = await super().async_execute_cell(cell, cell_index, execution_count, store_history=False)
         await self._silently(SCRUB_HIDDEN_SOURCE)
         return cell
+
+    # nbclient binds `execute_cell` to its own coroutine, past any override; nbconvert's and
+    # nbgrader's preprocess_cell call it.
+    execute_cell = run_sync(async_execute_cell)
 
     #: The instructor's runs stop if an announcement fails. While grading, a submission that breaks
     #: it is judged by the replay: its checks are missing from the cell, or recorded under another.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import nbformat
+import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from course_lib.grading import RECORD_ENV
@@ -19,7 +20,20 @@ def _graded(source: str, grade_id: str) -> nbformat.NotebookNode:
     return cell
 
 
-def test_test_cells_are_announced_and_hidden_ones_leave_no_source_behind(tmp_path, monkeypatch):
+def _run_by_nbgrader(nb, path):
+    """As the grader runs it: nbgrader's Execute (its preprocess_cell calls execute_cell)."""
+    from grader.nbgrader_plugins import ExecuteAnnouncingTestCells
+
+    ExecuteAnnouncingTestCells(timeout=120, kernel_name="python3").preprocess(nb, {"metadata": {"path": path}})
+
+
+def _run_by_client(nb, path):
+    """As the reference run and make execute-solutions run it (NotebookClient.execute)."""
+    announcing_client(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": path}}).execute()
+
+
+@pytest.mark.parametrize("run", [_run_by_nbgrader, _run_by_client])
+def test_test_cells_are_announced_and_hidden_ones_leave_no_source_behind(run, tmp_path, monkeypatch):
     monkeypatch.setenv(RECORD_ENV, str(tmp_path / "records"))
     nb = new_notebook(cells=[
         new_code_cell("from course_lib.grading import assert_equal\nSECRET_IN_A_DEMO = 1"),
@@ -33,7 +47,7 @@ def test_test_cells_are_announced_and_hidden_ones_leave_no_source_behind(tmp_pat
             "                  'history': any(needle in s for s in In),\n"
             "                  'demo_in_history': any('SECRET_IN_A_DEMO' in s for s in In)}))"),
     ])
-    announcing_client(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    run(nb, str(tmp_path))
     cells = [record["cell"] for record in read_records(tmp_path / "records")]
     assert cells == ["visible", "hidden"], f"the checks were recorded under {cells}"
     seen = json.loads(nb.cells[3].outputs[0]["text"])
