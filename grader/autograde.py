@@ -126,90 +126,90 @@ def autograde(
         raise RuntimeError(NO_SANDBOX)
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1 (got {jobs})")
-    precheck.check(root, use_sandbox)  # raises GradingSetupError, and nothing is graded
-    course = Course(root)
-    already_reported = reported(report) if (report is not None and resume) else set()
-    batch_db = gradebook.main_db(root)
-    plans: list[tuple[str, str, Path]] = []  # (lesson, student, submission folder), in serial order
-    setup = {}
-    for lesson in lessons:
-        released = course.released(lesson) / f"{lesson}.ipynb"
-        with setup_lock(root):  # shards started at once in one course folder release it once
-            if not released.exists() or not gradebook.has_lesson(root, lesson):
-                done = nbgrader(root, "generate_assignment", lesson, "--force")
-                if done.returncode != 0:
-                    raise RuntimeError(f"nbgrader generate_assignment {lesson} failed:\n{done.stdout}{done.stderr}")
-        protected = {nb.name: protected_names(nb) for nb in course.released_notebooks(lesson)}
-        setup[lesson] = (reference.reference_records(root, lesson, cache=reference_cache, use_sandbox=use_sandbox,
-                                                     seed=seed), protected)
-        folders = course.submissions(lesson)
-        mine = gradebook.shard_students([f.parent.name for f in folders], shard) if shard else None
-        for student_dir in folders:
-            student = student_dir.parent.name
-            if (students is not None and student not in students) or (lesson, student) in already_reported:
-                continue
-            if mine is not None and student not in mine:
-                continue
-            plans.append((lesson, student, student_dir))
-    if shard is not None:
-        folder = gradebook.shard_folder(root, shard)
-        folder.mkdir(parents=True, exist_ok=True)
-        batch_db = folder / gradebook.MAIN
-        if not (resume and batch_db.exists()):
-            shutil.copyfile(gradebook.main_db(root), batch_db)
-    parallel = jobs > 1 or engine != "local"
-    fingerprint = course_fingerprint(root)  # after the release: grading itself changes no course file
+    with engine_pool(engine, jobs, scheduler) as pool:  # first: its workers start while the batch is set up
+        precheck.check(root, use_sandbox)  # raises GradingSetupError, and nothing is graded
+        course = Course(root)
+        already_reported = reported(report) if (report is not None and resume) else set()
+        batch_db = gradebook.main_db(root)
+        plans: list[tuple[str, str, Path]] = []  # (lesson, student, submission folder), in serial order
+        setup = {}
+        for lesson in lessons:
+            released = course.released(lesson) / f"{lesson}.ipynb"
+            with setup_lock(root):  # shards started at once in one course folder release it once
+                if not released.exists() or not gradebook.has_lesson(root, lesson):
+                    done = nbgrader(root, "generate_assignment", lesson, "--force")
+                    if done.returncode != 0:
+                        raise RuntimeError(f"nbgrader generate_assignment {lesson} failed:\n{done.stdout}{done.stderr}")
+            protected = {nb.name: protected_names(nb) for nb in course.released_notebooks(lesson)}
+            setup[lesson] = (reference.reference_records(root, lesson, cache=reference_cache, use_sandbox=use_sandbox,
+                                                         seed=seed), protected)
+            folders = course.submissions(lesson)
+            mine = gradebook.shard_students([f.parent.name for f in folders], shard) if shard else None
+            for student_dir in folders:
+                student = student_dir.parent.name
+                if (students is not None and student not in students) or (lesson, student) in already_reported:
+                    continue
+                if mine is not None and student not in mine:
+                    continue
+                plans.append((lesson, student, student_dir))
+        if shard is not None:
+            folder = gradebook.shard_folder(root, shard)
+            folder.mkdir(parents=True, exist_ok=True)
+            batch_db = folder / gradebook.MAIN
+            if not (resume and batch_db.exists()):
+                shutil.copyfile(gradebook.main_db(root), batch_db)
+        parallel = jobs > 1 or engine != "local"
+        fingerprint = course_fingerprint(root)  # after the release: grading itself changes no course file
 
-    if report is not None and not report.exists():  # an empty shard still says it ran
-        report.parent.mkdir(parents=True, exist_ok=True)
-        with open(report, "w", newline="") as f:
-            csv.writer(f).writerow(CSV_HEADER)
-    results: list[Result] = []
-    started = time.perf_counter()
-    bar = progress_bar(len(plans), progress)
-    running: dict[object, tuple[str, str, float, Path]] = {}  # future -> (lesson, student, start, its gradebook copy)
+        if report is not None and not report.exists():  # an empty shard still says it ran
+            report.parent.mkdir(parents=True, exist_ok=True)
+            with open(report, "w", newline="") as f:
+                csv.writer(f).writerow(CSV_HEADER)
+        results: list[Result] = []
+        started = time.perf_counter()
+        bar = progress_bar(len(plans), progress)
+        running: dict[object, tuple[str, str, float, Path]] = {}  # future -> (lesson, student, start, its gradebook copy)
 
-    def finish(lesson: str, student: str, status: str, seconds: float, flags: list[str], db: Path | None) -> None:
-        nonlocal fingerprint
-        if db is not None:  # the one writer copies the submission's grades back
-            try:
-                gradebook.merge_submission(db, batch_db, lesson, student)
-            except Exception as error:  # noqa: BLE001 (that submission is flagged; the batch goes on)
-                status, flags = "grader error", [*flags, f"its grades could not be merged into the gradebook "
-                                                          f"({type(error).__name__}: {str(error)[:160]}); scored 0"]
-                gradebook.forget(root, lesson, student, batch_db)
-            db.unlink(missing_ok=True)
-        scores, maximum = gradebook.lesson_scores(root, lesson, batch_db)
-        score = scores.get(student, 0.0)
-        now = course_fingerprint(root)
-        changed = changed_files(fingerprint, now)
-        if changed:
-            flags.append(f"COURSE FILES CHANGED while this submission was graded: {', '.join(changed[:5])}")
-            print(f"WARNING: {lesson}/{student}: course files changed during grading: {changed[:5]}",
-                  file=sys.stderr, flush=True)
-            fingerprint = now
-        for earlier in results:
-            if earlier.lesson == lesson and scores.get(earlier.student, 0.0) != earlier.auto_score:
-                flags.append(f"the gradebook score of {earlier.student} changed while this one was graded")
-        if flags:
-            try:
-                gradebook.mark_flagged(batch_db, lesson, student)
-            except Exception as error:  # noqa: BLE001 (the report still has the flags)
-                flags.append(f"it could not be marked flagged in the gradebook ({type(error).__name__})")
-        results.append(Result(lesson, student, status, score, maximum, seconds, flags))
-        say(bar, format_row(results[-1]))
-        if report is not None:
-            append_row(report, results[-1])
-        if bar is not None:
-            bar.update(1)
+        def finish(lesson: str, student: str, status: str, seconds: float, flags: list[str], db: Path | None) -> None:
+            nonlocal fingerprint
+            if db is not None:  # the one writer copies the submission's grades back
+                try:
+                    gradebook.merge_submission(db, batch_db, lesson, student)
+                except Exception as error:  # noqa: BLE001 (that submission is flagged; the batch goes on)
+                    status, flags = "grader error", [*flags, f"its grades could not be merged into the gradebook "
+                                                              f"({type(error).__name__}: {str(error)[:160]}); scored 0"]
+                    gradebook.forget(root, lesson, student, batch_db)
+                db.unlink(missing_ok=True)
+            scores, maximum = gradebook.lesson_scores(root, lesson, batch_db)
+            score = scores.get(student, 0.0)
+            now = course_fingerprint(root)
+            changed = changed_files(fingerprint, now)
+            if changed:
+                flags.append(f"COURSE FILES CHANGED while this submission was graded: {', '.join(changed[:5])}")
+                print(f"WARNING: {lesson}/{student}: course files changed during grading: {changed[:5]}",
+                      file=sys.stderr, flush=True)
+                fingerprint = now
+            for earlier in results:
+                if earlier.lesson == lesson and scores.get(earlier.student, 0.0) != earlier.auto_score:
+                    flags.append(f"the gradebook score of {earlier.student} changed while this one was graded")
+            if flags:
+                try:
+                    gradebook.mark_flagged(batch_db, lesson, student)
+                except Exception as error:  # noqa: BLE001 (the report still has the flags)
+                    flags.append(f"it could not be marked flagged in the gradebook ({type(error).__name__})")
+            results.append(Result(lesson, student, status, score, maximum, seconds, flags))
+            say(bar, format_row(results[-1]))
+            if report is not None:
+                append_row(report, results[-1])
+            if bar is not None:
+                bar.update(1)
 
-    def job(lesson: str, student: str) -> Job:
-        records, protected = setup[lesson]
-        db = gradebook.job_copy(batch_db, root, lesson, student) if parallel else (batch_db if shard else None)
-        return Job(root, lesson, student, records, protected, deadline, cell_timeout, use_sandbox,
-                   enforce_policy, db, seed)
+        def job(lesson: str, student: str) -> Job:
+            records, protected = setup[lesson]
+            db = gradebook.job_copy(batch_db, root, lesson, student) if parallel else (batch_db if shard else None)
+            return Job(root, lesson, student, records, protected, deadline, cell_timeout, use_sandbox,
+                       enforce_policy, db, seed)
 
-    with engine_pool(engine, jobs, scheduler) as pool:
         queue = list(plans)
         while queue or running:
             while queue and len(running) < (jobs if pool is not None else 1):

@@ -21,6 +21,16 @@ def default_jobs() -> int:
     return max(1, min(cores, memory))
 
 
+def warm_worker() -> None:
+    """A worker's fixed costs, paid while the batch is set up: the grader's imports and its fork
+    server (grader/forkserver.py). A failure here only leaves them for the first submission."""
+    with contextlib.suppress(Exception):
+        from grader import forkserver, submission  # noqa: F401
+
+        if forkserver.enabled():
+            forkserver.start()
+
+
 @contextlib.contextmanager
 def engine_pool(engine: str, jobs: int, scheduler: str | None):
     """None (grade here, one at a time), or an executor whose submit(fn, arg) returns a future:
@@ -33,7 +43,10 @@ def engine_pool(engine: str, jobs: int, scheduler: str | None):
         from concurrent.futures import ProcessPoolExecutor
 
         # spawn: the workers start clean, not as copies of a process that may hold threads
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=warm_worker) as pool:
+            for _ in range(jobs):  # a worker starts per task submitted while none is idle: all start now
+                pool.submit(int)
             yield pool
         return
     if engine != "dask":

@@ -162,11 +162,17 @@ class Child:
 _local = threading.local()
 
 
-def spawn(argv: list[str], cwd: str, env: dict[str, str], log: str) -> Child:
-    """Start `nbgrader ARGV` from this thread's fork server (started on first use)."""
+def start() -> None:
+    """Start this thread's server now (it takes a few seconds), if it is not running."""
     server = getattr(_local, "server", None)
     if server is None or server.process.poll() is not None:
-        server = _local.server = Server()
+        _local.server = Server()
+
+
+def spawn(argv: list[str], cwd: str, env: dict[str, str], log: str) -> Child:
+    """Start `nbgrader ARGV` from this thread's fork server (started on first use)."""
+    start()
+    server = _local.server
     try:
         return server.spawn(argv, cwd, env, log)
     except (ServerGone, OSError):  # it died between submissions: one new try
