@@ -24,6 +24,7 @@ import os
 import platform
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from grader import autograde as ag  # noqa: E402
-from grader import precheck, processes, reference, sandbox  # noqa: E402
+from grader import forkserver, precheck, processes, reference, sandbox  # noqa: E402
 
 
 def main() -> None:
@@ -54,11 +55,15 @@ def main() -> None:
         (course / "submitted" / "student" / args.lesson).mkdir(parents=True)
         shutil.copy(course / "solutions" / args.lesson / name, course / "submitted" / "student" / args.lesson / name)
         graders = {
-            "autograde.py (sandbox, policy, replay)": lambda: _graded(ag.autograde(course, [args.lesson], students=["student"])),
-            "autograde.py without the sandbox": lambda: _graded(ag.autograde(course, [args.lesson], students=["student"],
-                                                                             use_sandbox=False)),
-            "plain nbgrader autograde": lambda: processes.nbgrader(course, "autograde", args.lesson, "--student", "student",
-                                                            "--force"),
+            # each round starts its own fork server (grader/forkserver.py), as each command does
+            "autograde.py (sandbox, policy, replay)": lambda: (forkserver.discard(), _graded(
+                ag.autograde(course, [args.lesson], students=["student"]))),
+            "autograde.py without the sandbox": lambda: (forkserver.discard(), _graded(
+                ag.autograde(course, [args.lesson], students=["student"], use_sandbox=False))),
+            # a process of its own, as an instructor runs it (processes.nbgrader would fork it)
+            "plain nbgrader autograde": lambda: subprocess.run(
+                [sys.executable, "-m", "nbgrader", "autograde", args.lesson, "--student", "student", "--force",
+                 "--log-level=WARN"], cwd=course, env=processes.nbgrader_env(), capture_output=True, check=False),
         }
         start = time.perf_counter()
         reference.reference_records(course, args.lesson)
