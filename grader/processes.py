@@ -34,7 +34,7 @@ def folder_bytes(folder: Path) -> int:
     return total
 
 
-def kill_tree(process: subprocess.Popen) -> None:
+def kill_tree(process: subprocess.Popen | forkserver.Child) -> None:
     kill_tree_pid(process.pid)
 
 
@@ -135,28 +135,30 @@ def nbgrader_env() -> dict[str, str]:
     return env
 
 
-def nbgrader(root: Path, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess:
-    """`nbgrader ARGS` in `root` (forked from grader/forkserver.py where it can be: no import cost);
-    its output in `stdout`."""
-    argv = [*args, "--log-level=WARN"]
+def start_nbgrader(argv: list[str], root: Path, env: dict[str, str], log_file) -> forkserver.Child | subprocess.Popen:
+    """`nbgrader ARGV` started in `root` in a session of its own, its output to `log_file` (a named
+    file): forked from grader/forkserver.py where it can be (no import cost), else a process."""
     if forkserver.enabled():
-        with tempfile.NamedTemporaryFile(mode="w+", prefix="nbgrader-log-") as log:
-            try:
-                child = forkserver.spawn(argv, str(root), nbgrader_env(), log.name)
-            except (forkserver.ServerGone, OSError):
-                child = None
-            if child is not None:
-                try:
-                    code = child.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    kill_tree(child)
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        child.wait(60)
-                    raise
-                log.seek(0)
-                return subprocess.CompletedProcess([sys.executable, "-m", "nbgrader", *argv], code, log.read(), "")
-    return subprocess.run([sys.executable, "-m", "nbgrader", *argv], cwd=root, env=nbgrader_env(),
-                          capture_output=True, text=True, timeout=timeout, check=False)
+        with contextlib.suppress(forkserver.ServerGone, OSError):  # else a plain process
+            return forkserver.spawn(argv, str(root), env, log_file.name)
+    return subprocess.Popen([sys.executable, "-m", "nbgrader", *argv], cwd=root, env=env, stdout=log_file,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def nbgrader(root: Path, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess:
+    """`nbgrader ARGS` in `root`; its output (stdout and stderr) in `stdout`."""
+    argv = [*args, "--log-level=WARN"]
+    with tempfile.NamedTemporaryFile(mode="w+", prefix="nbgrader-log-") as log:
+        process = start_nbgrader(argv, root, nbgrader_env(), log)
+        try:
+            code = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            kill_tree(process)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(60)
+            raise
+        log.seek(0)
+        return subprocess.CompletedProcess([sys.executable, "-m", "nbgrader", *argv], code, log.read(), "")
 
 
 def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_timeout: float | None,
@@ -164,7 +166,7 @@ def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_t
     """Run nbgrader autograde on one staged submission; the kernel records its checks in
     <runtime>/checks (`runtime` is a fresh folder from sandbox.short_runtime_dir()). Returns the
     status, the seconds, nbgrader's log and the processes the submission left running."""
-    args = [sys.executable, "-m", "nbgrader", "autograde", lesson, "--student", student, "--force",
+    args = ["autograde", lesson, "--student", student, "--force",
             f"--CourseDirectory.submitted_directory={STAGING}"]
     if cell_timeout is not None:
         args.append(f"--Execute.timeout={int(cell_timeout)}")
@@ -183,13 +185,7 @@ def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_t
     start = time.perf_counter()
     # nbgrader's output goes to a file: a process the kernel left behind cannot hold a pipe open
     with tempfile.NamedTemporaryFile(mode="w+", prefix="nbgrader-log-") as log_file:
-        process = None
-        if forkserver.enabled():  # nbgrader already imported (grader/forkserver.py)
-            with contextlib.suppress(forkserver.ServerGone, OSError):  # else a plain process
-                process = forkserver.spawn(args[3:], str(root), env, log_file.name)
-        if process is None:
-            process = subprocess.Popen(args, cwd=root, env=env, stdout=log_file, stderr=subprocess.STDOUT,
-                                       text=True, start_new_session=True)
+        process = start_nbgrader(args, root, env, log_file)
         watch = ProcessWatch(process.pid, runtime=runtime, runtime_bytes=sandbox.limit("RUNTIME_BYTES"))
         watch.start()
         try:
