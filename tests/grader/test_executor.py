@@ -52,3 +52,34 @@ def test_test_cells_are_announced_and_hidden_ones_leave_no_source_behind(run, tm
     assert cells == ["visible", "hidden"], f"the checks were recorded under {cells}"
     seen = json.loads(nb.cells[3].outputs[0]["text"])
     assert seen == {"linecache": False, "history": False, "demo_in_history": True}, seen
+
+
+def test_a_channel_polls_in_slices_until_its_timeout_and_returns_a_message_at_once():
+    import asyncio
+    from queue import Empty
+
+    from grader.executor import POLL_SLICE_S, poll_in_slices
+
+    class Channel:
+        """A kernel channel whose message arrives at its fourth poll."""
+
+        def __init__(self, arrives_at=None):
+            self.polls, self.arrives_at = [], arrives_at
+
+        async def get_msg(self, timeout=None):
+            self.polls.append(timeout)
+            if len(self.polls) == self.arrives_at:
+                return {"msg": "reply"}
+            await asyncio.sleep(min(timeout, 0.01))  # a poll that sleeps through its whole slice, fast
+            raise Empty
+
+    late = Channel(arrives_at=4)
+    poll_in_slices(late)
+    poll_in_slices(late)  # idempotent
+    assert asyncio.run(late.get_msg(timeout=120)) == {"msg": "reply"}
+    assert late.polls == [POLL_SLICE_S] * 4, f"a 120 s wait must poll in slices of {POLL_SLICE_S} s, polled {late.polls}"
+    never = Channel()
+    poll_in_slices(never)
+    with pytest.raises(Empty):
+        asyncio.run(never.get_msg(timeout=0.05))
+    assert all(t <= 0.05 for t in never.polls) and never.polls, f"a short timeout is kept, polled {never.polls}"
