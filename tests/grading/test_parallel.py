@@ -1,7 +1,7 @@
 """Grading a class in parallel, in shards and on Dask gives exactly what one serial run gives.
 
-One course folder with lesson 00 and six submissions (full marks, untouched, wrong answers, two
-attacks the grader flags, and a folder without a notebook) is graded four ways, each in its own
+One course folder with lesson 00 and five submissions (full marks, wrong answers, two attacks
+the grader flags, and a folder without a notebook) is graded four ways, each in its own
 copy of the folder, through the command line an instructor uses (`python -m grader ...`):
 serially; with --jobs 2; as --shard 1/2 and --shard 2/2 merged with `python -m grader merge`;
 and on a Dask LocalCluster of two workers. The report (scores, statuses and flags), every grade
@@ -28,8 +28,8 @@ LESSON = "00_setup"
 NAME = f"{LESSON}.ipynb"
 SANDBOX_FLAGS = [] if sandbox.bwrap_path() else ["--no-sandbox"]
 # Shards of two take every other id in sorted order: an attack and a graded honest answer in each.
-EXPECTED_SHARDS = {"ada-solution": 1, "bob-untouched": 2, "cy-wrong": 1, "dee-patches-expected": 2,
-                   "fay-no-notebook": 1, "hal-patches-isclose": 2}
+EXPECTED_SHARDS = {"ada-solution": 1, "bob-patches-expected": 2, "cy-patches-isclose": 1, "dee-wrong": 2,
+                   "fay-no-notebook": 1}
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +45,9 @@ def template(tmp_path_factory):
     student = nbformat.read(root / "notebooks" / LESSON / NAME, as_version=4)
     notebooks = {
         "ada-solution": solution,
-        "bob-untouched": student,
-        "cy-wrong": subs.with_wrong_answers(student, subs.WRONG_ANSWERS[LESSON], 0),
-        "dee-patches-expected": subs.with_sources(student, subs.GRADING_ATTACKS["patches-expected"][0]),
-        "hal-patches-isclose": subs.with_answer(student, "softmax_answer", subs.HOSTILE_ANSWERS["patches-isclose"]),
+        "bob-patches-expected": subs.with_sources(student, subs.GRADING_ATTACKS["patches-expected"][0]),
+        "cy-patches-isclose": subs.with_answer(student, "softmax_answer", subs.HOSTILE_ANSWERS["patches-isclose"]),
+        "dee-wrong": subs.with_wrong_answers(student, subs.WRONG_ANSWERS[LESSON], 0),
     }
     for name, nb in notebooks.items():
         subs.write(nb, root / "submitted" / name / LESSON / NAME)
@@ -85,10 +84,10 @@ def test_the_serial_run_grades_as_the_round_trip_does(serial):
     assert set(rows) == set(EXPECTED_SHARDS)
     assert float(rows["ada-solution"]["autograded_score"]) == 8.0
     assert rows["ada-solution"]["flags"] == ""
-    for student in ("bob-untouched", "dee-patches-expected", "hal-patches-isclose", "fay-no-notebook"):
+    for student in ("bob-patches-expected", "cy-patches-isclose", "fay-no-notebook"):
         assert float(rows[student]["autograded_score"]) == 0.0, student
-    assert float(rows["cy-wrong"]["autograded_score"]) < 8.0
-    for attack in ("dee-patches-expected", "hal-patches-isclose"):
+    assert float(rows["dee-wrong"]["autograded_score"]) < 8.0
+    for attack in ("bob-patches-expected", "cy-patches-isclose"):
         assert rows[attack]["flags"], f"{attack} is not flagged"
     assert rows["fay-no-notebook"]["status"] == "no notebook"
 
@@ -136,7 +135,7 @@ def test_a_submission_no_shard_graded_is_reported(template, tmp_path):
     with open(folder / report.REPORT, "w", newline="") as f:  # a run that saw only fay's empty folder
         csv.writer(f).writerows([report.CSV_HEADER, [LESSON, "fay-no-notebook", "no notebook", 0.0, 8.0, 0.0, "-"]])
     _, warnings = merge_verb.merge(root, [root])
-    assert any("no shard graded ada-solution, bob-untouched" in w for w in warnings), warnings
+    assert any("no shard graded ada-solution, bob-patches-expected" in w for w in warnings), warnings
 
 
 def test_a_dask_cluster_gives_exactly_the_serial_run(serial, template, tmp_path):

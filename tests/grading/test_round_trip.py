@@ -28,6 +28,9 @@ LOOP_DEADLINE_S = 20
 #: The hidden inputs of the policy-off batch: another seed than the notebook's own (0).
 BATCH_SEED = 20261127
 EDITS = "calls-reference-edits-tests"
+#: The honest submission: the solution, its answers rewritten where RIGHT_VARIANTS has another way
+#: to write them (each must keep every point), graded like any learner's.
+HONEST_WORK = "solution-rewritten"
 #: The submission whose every function answer returns what it finds in the kernel.
 HARVESTER = "harvests-the-kernel"
 # The instructor's run of each solution, which every submission's checks are replayed against
@@ -49,11 +52,13 @@ def _strip_volatile(nb) -> dict:
     return data
 
 
-# Each lesson is graded in parts, each in its own course directory, so that pytest-xdist
-# (--dist loadscope) can give the parts of a slow lesson to different workers. The first lesson
-# has two more parts: the hostile batch and the same attacks with the answer policy off.
+# Each lesson's honest, cheating and wrong submissions are graded as one batch in one course
+# directory (what a batch costs besides its submissions is paid once). The first lesson has two
+# more parts, each its own batch and course directory, which pytest-xdist (--dist loadscope) can
+# give to the other worker: the hostile batch and the same attacks with the answer policy off.
 HONEST, CHEATS, HOSTILE, POLICY_OFF, WRONG = "honest", "cheats", "hostile", "policy-off", "wrong"
 PARTS = (HONEST, CHEATS, HOSTILE, POLICY_OFF, WRONG)
+LESSON_PARTS = (HONEST, CHEATS, WRONG)
 WRONG_PER_EXERCISE = 3  # plausible wrong answers per exercise, graded as WRONG_PER_EXERCISE submissions
 
 
@@ -61,9 +66,9 @@ def _batches(part, lesson, root, solution, student) -> list[tuple[dict, dict]]:
     """The submissions of one part, as batches of ({name: (notebook, expected points)},
     keyword arguments of ag.autograde), graded in order; within a batch, in name order.
 
-    HONEST: the solution, full marks; the untouched student version, 0. WRONG: the k-th wrong
-    answer of every exercise in submission wrong-k (expected None: each exercise must lose
-    points, checked per exercise by RoundTripWrong). CHEATS: the forbidden
+    HONEST: the solution with every right variant (HONEST_WORK), full marks; the untouched
+    student version, 0. WRONG: the k-th wrong answer of every exercise in submission wrong-k
+    (expected None: each exercise must lose points, checked per exercise by RoundTripWrong). CHEATS: the forbidden
     references called with the test cells edited, the visible points only; on the first lesson
     also hidden tests deleted (the visible points) and a runaway loop (0). Deleting and the
     runaway test the grader, not the lesson, so they run once: each costs a full execution of
@@ -73,18 +78,13 @@ def _batches(part, lesson, root, solution, student) -> list[tuple[dict, dict]]:
     visible_points = all_points - subs.points(solution, subs.is_hidden_test_cell)
     batch = {"deadline": 600}
     if part == HONEST:
-        return [({"solution": (solution, all_points), "untouched-student": (student, 0.0)}, batch)]
+        honest = subs.with_answers(solution, subs.RIGHT_VARIANTS.get(lesson, {}))
+        return [({HONEST_WORK: (honest, all_points), "untouched-student": (student, 0.0)}, batch)]
     if part == WRONG:
         wrong = subs.WRONG_ANSWERS[lesson]
         submissions = {f"wrong-{k + 1}": (subs.with_wrong_answers(student, wrong, k), None)
                        for k in range(WRONG_PER_EXERCISE)}
         submissions[HARVESTER] = (subs.with_harvesters(student, solution), None)
-        right = subs.RIGHT_VARIANTS.get(lesson, {})
-        if right:
-            tests_of = subs.exercise_tests(solution)
-            points = {subs.meta(c)["grade_id"]: float(subs.meta(c)["points"]) for c in solution.cells if subs.is_test_cell(c)}
-            submissions["right-variants"] = (subs.with_answers(student, right),
-                                             sum(points[cell] for exercise in right for cell in tests_of[exercise]))
         return [(submissions, batch)]
     if part == CHEATS:
         # The cheats share a submission: answers that call the forbidden reference also have
@@ -136,10 +136,10 @@ def _batches(part, lesson, root, solution, student) -> list[tuple[dict, dict]]:
 
 @pytest.fixture(scope="class")
 def graded(request, tmp_path_factory):
-    """A course directory with one lesson released, submitted in one part of the ways
-    (`_batches`), and autograded."""
-    lesson, part = request.cls.lesson, request.cls.part
-    root = tmp_path_factory.mktemp(f"course-{lesson}-{part}")
+    """A course directory with one lesson released, submitted in the ways of the class's parts
+    (`_batches`; batches with the same options graded as one), and autograded."""
+    lesson, parts = request.cls.lesson, request.cls.parts
+    root = tmp_path_factory.mktemp(f"course-{lesson}-{'-'.join(parts)}")
     shutil.copy(ROOT / "nbgrader_config.py", root)
     (root / "course_lib").symlink_to(ROOT / "course_lib")  # kernels import the graded course's course_lib
     shutil.copytree(ROOT / "solutions" / lesson, root / "solutions" / lesson)
@@ -151,25 +151,33 @@ def graded(request, tmp_path_factory):
     name = f"{lesson}.ipynb"
     solution = nbformat.read(root / "solutions" / lesson / name, as_version=4)
     student = nbformat.read(root / "notebooks" / lesson / name, as_version=4)
-    expected, results = {}, []
-    for submissions, options in _batches(part, lesson, root, solution, student):
-        for student_name, (notebook, points) in submissions.items():
-            subs.write(notebook, root / "submitted" / student_name / lesson / name)
-            expected[student_name] = points
-        results += ag.autograde(root, [lesson], students=sorted(submissions), use_sandbox=SANDBOX,
+    expected, part_of, batches = {}, {}, []  # batches: [(options, [student])]
+    for part in parts:
+        for submissions, options in _batches(part, lesson, root, solution, student):
+            for student_name, (notebook, points) in submissions.items():
+                subs.write(notebook, root / "submitted" / student_name / lesson / name)
+                expected[student_name], part_of[student_name] = points, part
+            same = [names for opts, names in batches if opts == options]
+            if same:
+                same[0].extend(submissions)
+            else:
+                batches.append((options, list(submissions)))
+    results = []
+    for options, names in batches:
+        results += ag.autograde(root, [lesson], students=sorted(names), use_sandbox=SANDBOX,
                                 reference_cache=REFERENCE_CACHE, **options)
 
     by_student = {r.student: r for r in results}
     lost = {s: _points_lost(root, lesson, solution, s) for s, e in expected.items() if e is None}
     TABLE_DIR.mkdir(parents=True, exist_ok=True)
     all_points = subs.points(solution, subs.is_test_cell)
-    rows = [f"{lesson}\t{s}\t{'<' + format(all_points, 'g') if e is None else format(e, 'g')}\t{by_student[s].auto_score:g}"
+    rows = [f"{lesson}\t{part_of[s]}: {s}\t{'<' + format(all_points, 'g') if e is None else format(e, 'g')}\t{by_student[s].auto_score:g}"
             f"\t{by_student[s].status}\t{by_student[s].seconds:.1f}"
             f"\t{'; '.join(by_student[s].flags + [_describe_lost(lost[s])] if s in lost else by_student[s].flags)}"
             for s, e in expected.items()]
-    (TABLE_DIR / f"{lesson}-{PARTS.index(part) + 1}-{part}.tsv").write_text("\n".join(rows) + "\n")
+    (TABLE_DIR / f"{lesson}-{'-'.join(parts)}.tsv").write_text("\n".join(rows) + "\n")
     return {"lesson": lesson, "root": root, "expected": expected, "results": by_student, "lost": lost,
-            "release": root / "notebooks" / lesson / name}
+            "release": root / "notebooks" / lesson / name, "part_of": part_of}
 
 
 def _points_lost(root: Path, lesson: str, solution, student: str) -> dict[str, dict[str, float]]:
@@ -202,11 +210,11 @@ def _hidden_lines(root: Path, lesson: str) -> set[str]:
 
 
 class RoundTrip:
-    """What every part checks; one subclass per lesson and part, so pytest-xdist (--dist
-    loadscope) grades different lessons and parts on different workers."""
+    """What every part checks; one class per lesson (its honest, cheating and wrong parts) and
+    per attack part, so pytest-xdist (--dist loadscope) grades them on different workers."""
 
     lesson: str
-    part: str
+    parts: tuple[str, ...]
 
     def test_every_submission_gets_the_expected_score(self, graded):
         """Submissions with an expected score get exactly it (wrong answers, expected None, are
@@ -218,8 +226,6 @@ class RoundTrip:
 
 class RoundTripHonest(RoundTrip):
     """The checks on the honest part of one lesson."""
-
-    part = HONEST
 
 
     def test_release_matches_committed_notebooks(self, graded):
@@ -234,8 +240,8 @@ class RoundTripHonest(RoundTrip):
         )
 
 
-    def test_solution_and_untouched_student_are_graded_without_flags(self, graded):
-        for student in ("solution", "untouched-student"):
+    def test_honest_work_and_untouched_student_are_graded_without_flags(self, graded):
+        for student in (HONEST_WORK, "untouched-student"):
             result = graded["results"][student]
             assert result.status == "graded", f"{student}: {result.status} {result.flags}"
             assert result.flags == [], f"{student} should raise no flags, got {result.flags}"
@@ -260,7 +266,7 @@ class RoundTripHonest(RoundTrip):
         written, failed = feedback.generate_feedback(root, [lesson])
         assert failed == [], f"generate_feedback failed: {failed}"
         hidden_lines = _hidden_lines(root, lesson)
-        for student in ("solution", "untouched-student"):
+        for student in (HONEST_WORK, "untouched-student"):
             html = (root / "feedback" / student / lesson / f"{lesson}.html").read_text()
             assert "BEGIN HIDDEN TESTS" not in html
             leaked = [line for line in hidden_lines if line in html]
@@ -273,21 +279,19 @@ class RoundTripHonest(RoundTrip):
         written_answers = any(c.cell_type == "markdown" and subs.meta(c).get("grade") for c in
                               nbformat.read(root / "solutions" / lesson / f"{lesson}.ipynb", as_version=4).cells)
         waiting = feedback.awaiting_manual_grades(root, [lesson])
-        assert (f"{lesson}/solution" in waiting) == written_answers, (
+        assert (f"{lesson}/{HONEST_WORK}" in waiting) == written_answers, (
             f"feedback before manual grading must be told apart (written answers: {written_answers}): {waiting}")
         rows = {r["student_id"]: r for r in csv.DictReader((root / "grades.csv").open())}
-        assert rows["solution"]["status"] == "submitted"
-        assert float(rows["solution"]["autograded_score"]) == graded["expected"]["solution"]
+        assert rows[HONEST_WORK]["status"] == "submitted"
+        assert float(rows[HONEST_WORK]["autograded_score"]) == graded["expected"][HONEST_WORK]
         assert (rows["absent"]["status"], rows["absent"]["score"]) == ("missing", ""), rows["absent"]
         by_student = {r["student_id"]: r for r in csv.DictReader((root / "grades-by-student.csv").open())}
         assert by_student["absent"][lesson] == "missing"
-        assert float(by_student["solution"][lesson]) == float(rows["solution"]["score"])
+        assert float(by_student[HONEST_WORK][lesson]) == float(rows[HONEST_WORK]["score"])
 
 
 class RoundTripCheats(RoundTrip):
-    """The checks on the cheating part of one lesson (its own course directory)."""
-
-    part = CHEATS
+    """The checks on the cheating part of one lesson."""
 
 
     def test_edited_and_deleted_test_cells_are_reported(self, graded):
@@ -312,11 +316,11 @@ class RoundTripWrong(RoundTrip):
     """Plausible wrong answers (tests/grading/submissions.py WRONG_ANSWERS): none may earn an
     exercise's full points; the table says which test cell caught each."""
 
-    part = WRONG
-
-    def test_every_submission_is_graded_without_flags(self, graded):
-        """Wrong and right answers alike are honest work: graded to the end, nothing flagged."""
+    def test_every_wrong_submission_is_graded_without_flags(self, graded):
+        """Wrong answers are honest work: graded to the end, nothing flagged."""
         for student, result in graded["results"].items():
+            if graded["part_of"][student] != WRONG:
+                continue
             assert result.status == "graded", f"{student}: {result.status} {result.flags}"
             assert result.flags == [], f"{student} should raise no flags, got {result.flags}"
 
@@ -371,7 +375,7 @@ class RoundTripAttacks(RoundTrip):
 class RoundTripHostile(RoundTripAttacks):
     """Hostile answers under the full protection (first lesson only)."""
 
-    part = HOSTILE
+    parts = (HOSTILE,)
     classmate = "zz-honest-classmate"
 
     def test_hostile_answers_are_withheld_by_the_policy(self, graded):
@@ -394,7 +398,7 @@ class RoundTripHostile(RoundTripAttacks):
 class RoundTripPolicyOff(RoundTripAttacks):
     """The same attacks with the answer policy off (first lesson only): the other layers alone."""
 
-    part = POLICY_OFF
+    parts = (POLICY_OFF,)
     classmate = "policy-off-zz-honest-classmate"
 
     def test_without_the_policy_the_replay_alone_zeroes_attacks_on_the_verdict(self, graded):
@@ -497,11 +501,10 @@ class RoundTripPolicyOff(RoundTripAttacks):
 
 
 for _lesson in LESSONS:
-    globals()[f"TestRoundTrip_{_lesson}"] = type(f"TestRoundTrip_{_lesson}", (RoundTripHonest,), {"lesson": _lesson})
-    globals()[f"TestRoundTripCheats_{_lesson}"] = type(f"TestRoundTripCheats_{_lesson}", (RoundTripCheats,),
-                                                        {"lesson": _lesson})
-    if _lesson in subs.WRONG_ANSWERS:
-        globals()[f"TestRoundTripWrong_{_lesson}"] = type(f"TestRoundTripWrong_{_lesson}", (RoundTripWrong,), {"lesson": _lesson})
+    _wrong = _lesson in subs.WRONG_ANSWERS
+    globals()[f"TestRoundTrip_{_lesson}"] = type(
+        f"TestRoundTrip_{_lesson}", (RoundTripHonest, RoundTripCheats) + ((RoundTripWrong,) if _wrong else ()),
+        {"lesson": _lesson, "parts": LESSON_PARTS if _wrong else (HONEST, CHEATS)})
 # The attack parts test the grader, not a lesson: they run on the first lesson only.
 TestRoundTripHostile = type("TestRoundTripHostile", (RoundTripHostile,), {"lesson": LESSONS[0]})
 TestRoundTripPolicyOff = type("TestRoundTripPolicyOff", (RoundTripPolicyOff,), {"lesson": LESSONS[0]})
