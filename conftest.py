@@ -9,6 +9,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
+from tests.notebooks.budget import NotebookBudget
+
 # Maintainers and CI keep the corpus in ../shared/data (no downloads in tests). Kernels that
 # nbval and nbgrader start inherit this variable.
 SHARED_DATA = Path(__file__).resolve().parent.parent / "shared" / "data"
@@ -26,7 +30,23 @@ if "TRITON_INTERPRET" not in os.environ:
     if not torch.cuda.is_available():
         os.environ["TRITON_INTERPRET"] = "1"
 
+NOTEBOOK_BUDGET = NotebookBudget()
 ROUND_TRIP_TABLES = Path(__file__).resolve().parent / "build" / "round_trip"  # written by tests/grading
+
+
+def pytest_configure(config):
+    # Notebooks shorten what nbval compares none of (lesson 10's live trainings) under COURSE_NBVAL.
+    if config.getoption("nbval", False) or config.getoption("nbval_lax", False):
+        os.environ["COURSE_NBVAL"] = "1"
+    # Each notebook's nbval run keeps to its time budget, charged where the notebook runs: in an
+    # xdist worker, or in a run without xdist (xdist's controller only relays the reports).
+    NOTEBOOK_BUDGET.active = hasattr(config, "workerinput") or not config.getoption("numprocesses", None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logreport(report):
+    if getattr(NOTEBOOK_BUDGET, "active", False):
+        NOTEBOOK_BUDGET.charge(report)
 
 
 def pytest_sessionstart(session):

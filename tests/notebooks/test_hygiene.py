@@ -6,13 +6,12 @@ means something: every cell has stored outputs, most cells are compared, nothing
 
 from __future__ import annotations
 
-from grader import reference
-
 import json
 from pathlib import Path
 
 import pytest
 
+from grader import reference
 from grader.cells import (
     cell_source,
     is_answer_cell,
@@ -138,7 +137,6 @@ def test_the_stored_reference_checks_are_current(lesson):
     """Grading replays every submission's checks against the solution's, stored by
     `make execute-solutions` with a key of the solution's code and the course_lib modules it imports; a stale key means
     grading would run the solution itself first (slower, same verdicts)."""
-    from grader import verdicts
     from grader.records import read_records
 
     solution = ROOT / "solutions" / lesson / f"{lesson}.ipynb"
@@ -149,7 +147,8 @@ def test_the_stored_reference_checks_are_current(lesson):
         f"run `make execute-solutions LESSONS={lesson}` and commit {reference.STORED}/{lesson}"
     )
     machine = key_file.parent / "machine"
-    assert machine.exists() and machine.read_text().strip(), (
+    assert machine.exists(), f"{machine} is missing: run `make execute-solutions LESSONS={lesson}`"
+    assert machine.read_text().strip(), (
         f"the stored reference checks of {lesson} do not say which machine made them: "
         f"run `make execute-solutions LESSONS={lesson}`")
     records = read_records(key_file.parent)
