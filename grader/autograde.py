@@ -40,6 +40,7 @@ import secrets
 import shutil
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -91,6 +92,35 @@ def changed_files(before: dict[str, str], after: dict[str, str]) -> list[str]:
     return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
 
+def plan_batch(root: Path, lessons: list[str], students: list[str] | None, already_reported: set,
+               shard: tuple[int, int] | None, reference_cache: Path | None, use_sandbox: bool, seed: int):
+    """Each lesson released and its reference ready: ({lesson: (reference records, protected names)},
+    [(lesson, student, submission folder)] in serial order)."""
+    course = Course(root)
+    plans: list[tuple[str, str, Path]] = []
+    setup = {}
+    for lesson in lessons:
+        released = course.released(lesson) / f"{lesson}.ipynb"
+        with setup_lock(root):  # shards started at once in one course folder release it once
+            if not released.exists() or not gradebook.has_lesson(root, lesson):
+                done = nbgrader(root, "generate_assignment", lesson, "--force")
+                if done.returncode != 0:
+                    raise RuntimeError(f"nbgrader generate_assignment {lesson} failed:\n{done.stdout}{done.stderr}")
+        protected = {nb.name: protected_names(nb) for nb in course.released_notebooks(lesson)}
+        setup[lesson] = (reference.reference_records(root, lesson, cache=reference_cache, use_sandbox=use_sandbox,
+                                                     seed=seed), protected)
+        folders = course.submissions(lesson)
+        mine = gradebook.shard_students([f.parent.name for f in folders], shard) if shard else None
+        for student_dir in folders:
+            student = student_dir.parent.name
+            if (students is not None and student not in students) or (lesson, student) in already_reported:
+                continue
+            if mine is not None and student not in mine:
+                continue
+            plans.append((lesson, student, student_dir))
+    return setup, plans
+
+
 def autograde(
     root: Path,
     lessons: list[str],
@@ -126,32 +156,18 @@ def autograde(
         raise RuntimeError(NO_SANDBOX)
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1 (got {jobs})")
-    with engine_pool(engine, jobs, scheduler) as pool:  # first: its workers start while the batch is set up
-        precheck.check(root, use_sandbox)  # raises GradingSetupError, and nothing is graded
-        course = Course(root)
+    # The pool opens first (its workers start while the batch is set up), and the pre-check runs
+    # beside the release and the reference run; grading starts only after it passed.
+    with engine_pool(engine, jobs, scheduler) as pool, ThreadPoolExecutor(1, thread_name_prefix="precheck") as side:
+        checked = side.submit(precheck.check, root, use_sandbox)  # raises GradingSetupError: nothing is graded
         already_reported = reported(report) if (report is not None and resume) else set()
         batch_db = gradebook.main_db(root)
-        plans: list[tuple[str, str, Path]] = []  # (lesson, student, submission folder), in serial order
-        setup = {}
-        for lesson in lessons:
-            released = course.released(lesson) / f"{lesson}.ipynb"
-            with setup_lock(root):  # shards started at once in one course folder release it once
-                if not released.exists() or not gradebook.has_lesson(root, lesson):
-                    done = nbgrader(root, "generate_assignment", lesson, "--force")
-                    if done.returncode != 0:
-                        raise RuntimeError(f"nbgrader generate_assignment {lesson} failed:\n{done.stdout}{done.stderr}")
-            protected = {nb.name: protected_names(nb) for nb in course.released_notebooks(lesson)}
-            setup[lesson] = (reference.reference_records(root, lesson, cache=reference_cache, use_sandbox=use_sandbox,
-                                                         seed=seed), protected)
-            folders = course.submissions(lesson)
-            mine = gradebook.shard_students([f.parent.name for f in folders], shard) if shard else None
-            for student_dir in folders:
-                student = student_dir.parent.name
-                if (students is not None and student not in students) or (lesson, student) in already_reported:
-                    continue
-                if mine is not None and student not in mine:
-                    continue
-                plans.append((lesson, student, student_dir))
+        try:
+            setup, plans = plan_batch(root, lessons, students, already_reported, shard, reference_cache, use_sandbox, seed)
+        except Exception:
+            checked.result()  # a failed pre-check names the cause and its fix
+            raise
+        checked.result()
         if shard is not None:
             folder = gradebook.shard_folder(root, shard)
             folder.mkdir(parents=True, exist_ok=True)
@@ -215,7 +231,7 @@ def autograde(
             while queue and len(running) < (jobs if pool is not None else 1):
                 lesson, student, student_dir = queue.pop(0)
                 if not any(student_dir.glob("*.ipynb")):
-                    expected = ", ".join(p.name for p in course.released_notebooks(lesson))
+                    expected = ", ".join(p.name for p in Course(root).released_notebooks(lesson))
                     finish(lesson, student, "no notebook", 0.0,
                            [f"submitted/{student}/{lesson}/ holds no notebook (expected {expected}); 0 points"], None)
                     continue
