@@ -37,7 +37,9 @@ ROUND_TRIP_TABLES = Path(__file__).resolve().parent / "build" / "round_trip"  # 
 def pytest_configure(config):
     # Notebooks shorten what nbval compares none of (lesson 10's live trainings) under COURSE_NBVAL.
     if config.getoption("nbval", False) or config.getoption("nbval_lax", False):
-        os.environ["COURSE_NBVAL"] = "1"
+        from course_lib.grading_env import NBVAL_ENV
+
+        os.environ[NBVAL_ENV] = "1"
     # Each notebook's nbval run keeps to its time budget, charged where the notebook runs: in an
     # xdist worker, or in a run without xdist (xdist's controller only relays the reports).
     NOTEBOOK_BUDGET.active = hasattr(config, "workerinput") or not config.getoption("numprocesses", None)

@@ -1,7 +1,7 @@
 """Claim (issue 4): on CPU, MultiHeadAttention's fast path runs within 1.2x of PyTorch's fused
 attention; the explicit path (materialised T x T scores) is slower, and we say by how much.
 
-Peer: torch.nn.functional.scaled_dot_product_attention on the same (B, H, T, d_head) tensors.
+Peer: torch.nn.functional.scaled_dot_product_attention on the same (B, H, T, head_size) tensors.
 Ours:
 - explicit: course_lib.attention.scaled_dot_product_attention (QK^T, mask, softmax, AV);
 - fast:     MultiHeadAttention.attend(..., need_weights=False), the path the module takes when
@@ -72,7 +72,7 @@ def main() -> None:
     torch.manual_seed(0)
 
     mha = MultiHeadAttention(N_HEADS * D_HEAD, N_HEADS).eval()
-    print(f"# attention on CPU: B={args.batch}, H={N_HEADS}, d_head={D_HEAD}, float32, "
+    print(f"# attention on CPU: B={args.batch}, H={N_HEADS}, head_size={D_HEAD}, float32, "
           f"inference mode")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{platform.processor() or platform.machine()}, rounds={args.rounds}\n")

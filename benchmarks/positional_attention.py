@@ -1,8 +1,8 @@
 """Measured (lesson 05): what each relative position scheme costs over plain attention on CPU, and
 Shaw's relative keys and values computed through the 2k + 1 distance vectors (gather / scatter)
-are much cheaper than the direct form, which builds (T, T, d_head) tables of a^K_ij and a^V_ij.
+are much cheaper than the direct form, which builds (T, T, head_size) tables of a^K_ij and a^V_ij.
 
-One causal self-attention layer (d_model = 256, 4 heads of 64, float32, inference mode, B = 1),
+One causal self-attention layer (n_embd = 256, 4 heads of 64, float32, inference mode, B = 1),
 projections included, on the same input. Peer: course_lib.attention.MultiHeadAttention (fused
 causal path, no position information). Each scheme's time is printed with its ratio to the
 peer, measured in the same rounds (benchmarks/attention.py's `measure`), and the peak bytes of
@@ -37,12 +37,12 @@ D_MODEL, N_HEADS, CLIP = 256, 4, 16
 
 
 def shaw_direct(layer: ShawRelativeAttention, x: torch.Tensor) -> torch.Tensor:
-    """Shaw et al. as written: a^K_ij and a^V_ij gathered into (T, T, d_head) tables."""
+    """Shaw et al. as written: a^K_ij and a^V_ij gathered into (T, T, head_size) tables."""
     q, k, v = layer.project_qkv(x)
     T = x.shape[1]
     index = relative_positions(T, CLIP) + CLIP
-    a_k, a_v = layer.rel_k[index], layer.rel_v[index]                      # (T, T, d_head) each
-    scores = (q @ k.transpose(-2, -1) + torch.einsum("bhid,ijd->bhij", q, a_k)) / math.sqrt(layer.d_head)
+    a_k, a_v = layer.rel_k[index], layer.rel_v[index]                      # (T, T, head_size) each
+    scores = (q @ k.transpose(-2, -1) + torch.einsum("bhid,ijd->bhij", q, a_k)) / math.sqrt(layer.head_size)
     scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
     weights = torch.softmax(scores, dim=-1)
     out = weights @ v + torch.einsum("bhij,ijd->bhid", weights, a_v)
@@ -65,7 +65,7 @@ def main() -> None:
     txl = TransformerXLRelativeAttention(D_MODEL, N_HEADS).eval()
     t5 = T5RelativeBias(N_HEADS, bidirectional=False).eval()
     torch.nn.init.normal_(t5.relative_attention_bias.weight)
-    print(f"# one causal self-attention layer, d_model={D_MODEL}, {N_HEADS} heads, float32, B=1, inference")
+    print(f"# one causal self-attention layer, n_embd={D_MODEL}, {N_HEADS} heads, float32, B=1, inference")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{platform.processor() or platform.machine()}, rounds={args.rounds}\n")
     print("| T | scheme | time (ms) | time / MHA | peak MiB created |")

@@ -2,7 +2,7 @@
 matrix, so at T = 16384 it runs >= 5x faster than PyTorch's fused attention given the
 equivalent bool mask, and its memory grows linearly in T (log-log slope about 1).
 
-Peers, on the same (B, H, T, d_head) float32 tensors, in inference mode:
+Peers, on the same (B, H, T, head_size) float32 tensors, in inference mode:
 - F.sdpa:   torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=local_mask);
 - explicit: course_lib.attention.scaled_dot_product_attention(q, k, v, local_mask), the
             lesson 03 version (T x T scores, softmax, weights @ V).
@@ -206,7 +206,7 @@ def main() -> None:
     c, H = args.window, args.heads
     gen = torch.Generator().manual_seed(0)
 
-    print(f"# sparse attention on CPU: B=1, H={H}, d_head={D_HEAD}, window c={c}, float32, "
+    print(f"# sparse attention on CPU: B=1, H={H}, head_size={D_HEAD}, window c={c}, float32, "
           f"inference mode")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, "

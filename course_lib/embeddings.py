@@ -1,6 +1,6 @@
 """Token embeddings, positional encodings and cosine similarity (lesson 02).
 
-An embedding matrix E has one row per token id: E is (vocab_size, d_model). Looking a token
+An embedding matrix E has one row per token id: E is (vocab_size, n_embd). Looking a token
 up is the same as multiplying its one-hot row vector by E,
 
     one_hot(id) @ E == E[id],
@@ -27,6 +27,8 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from course_lib.vocabulary import accepts_older_names
 
 __all__ = [
     "PretrainedNotCached",
@@ -64,14 +66,15 @@ def _check_ids(ids: torch.Tensor, vocab_size: int, what: str = "token ids") -> N
 # Sinusoidal positional encoding
 # ------------------------------------------------------------------------------------------
 
+@accepts_older_names
 def sinusoidal_positional_encoding(
     seq_len: int,
-    d_model: int,
+    n_embd: int,
     base: float = 10000.0,
     dtype: torch.dtype = torch.float32,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
-    """The fixed sinusoidal position table of Vaswani et al. (2017), shape (seq_len, d_model).
+    """The fixed sinusoidal position table of Vaswani et al. (2017), shape (seq_len, n_embd).
 
     Positions are 0-based. For pair index i = 0, 1, ..., the angular frequency is
     w_i = base^(-2i/d) and
@@ -85,9 +88,9 @@ def sinusoidal_positional_encoding(
     Because sin/cos of p*w and (p+k)*w are related by a rotation that depends only on k,
     PE[p] . PE[p+k] = sum_i cos(k * w_i) depends only on the offset k, not on p.
 
-    An odd d_model is allowed: the formula above is applied with d = d_model to every column
-    that exists, so the last column is a sine. (This is not the first d_model columns of the
-    d_model + 1 table, whose frequencies use d = d_model + 1.)
+    An odd n_embd is allowed: the formula above is applied with d = n_embd to every column
+    that exists, so the last column is a sine. (This is not the first n_embd columns of the
+    n_embd + 1 table, whose frequencies use d = n_embd + 1.)
 
     The angles are computed in float64 and then cast to `dtype`, so large positions keep
     their accuracy even when the result is float32.
@@ -95,16 +98,16 @@ def sinusoidal_positional_encoding(
     if not isinstance(seq_len, int) or seq_len < 0:
         raise ValueError(f"seq_len must be a non-negative int, got {seq_len!r}.")
     position = torch.arange(seq_len, dtype=torch.float64, device=device)
-    return sinusoidal_encoding(position, d_model, base, dtype=dtype)
+    return sinusoidal_encoding(position, n_embd, base, dtype=dtype)
 
 
 def sinusoidal_encoding(
     positions: torch.Tensor,
-    d_model: int,
+    n_embd: int,
     base: float = 10000.0,
     dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
-    """The sinusoidal encoding of arbitrary positions: shape (*positions.shape, d_model).
+    """The sinusoidal encoding of arbitrary positions: shape (*positions.shape, n_embd).
 
     The same formula as `sinusoidal_positional_encoding`, at any real positions, negative ones
     included (Transformer-XL encodes relative distances i - j this way).
@@ -114,19 +117,19 @@ def sinusoidal_encoding(
                         "wrap them with torch.tensor(positions).")
     if positions.dtype == torch.bool or positions.is_complex():
         raise TypeError(f"positions must be integer or floating, got {positions.dtype}.")
-    if not isinstance(d_model, int) or d_model < 1:
-        raise ValueError(f"d_model must be a positive int, got {d_model!r}.")
+    if not isinstance(n_embd, int) or n_embd < 1:
+        raise ValueError(f"n_embd must be a positive int, got {n_embd!r}.")
     if not (isinstance(base, (int, float)) and base > 0 and math.isfinite(base)):
         raise ValueError(f"base must be a positive finite number, got {base!r}.")
 
-    n_pairs = (d_model + 1) // 2
+    n_pairs = (n_embd + 1) // 2
     position = positions.to(torch.float64)[..., None]                                     # (..., 1)
     two_i = torch.arange(0, 2 * n_pairs, 2, dtype=torch.float64, device=positions.device)  # (n_pairs,)
-    freq = base ** (-two_i / d_model)                                                     # w_i
+    freq = base ** (-two_i / n_embd)                                                     # w_i
     angle = position * freq                                                               # (..., n_pairs)
 
     pe = torch.stack([torch.sin(angle), torch.cos(angle)], dim=-1).flatten(-2)          # sin, cos interleaved
-    return pe[..., :d_model].to(dtype)
+    return pe[..., :n_embd].to(dtype)
 
 
 # ------------------------------------------------------------------------------------------
@@ -137,24 +140,24 @@ class TokenAndPositionEmbedding(nn.Module):
     """X = Dropout(E_tok[ids] + P[start_pos : start_pos + T]).
 
     Args:
-        vocab_size: number of rows of the token table E_tok, (vocab_size, d_model).
-        d_model:    width of each vector.
+        vocab_size: number of rows of the token table E_tok, (vocab_size, n_embd).
+        n_embd:    width of each vector.
         max_len:    the longest sequence the module accepts (the rows of P).
-        positional: "learned"    -> P is an nn.Embedding(max_len, d_model), trained like E_tok
+        positional: "learned"    -> P is an nn.Embedding(max_len, n_embd), trained like E_tok
                                     (GPT-2);
                     "sinusoidal" -> P is the fixed `sinusoidal_positional_encoding` table,
                                     stored as a non-trainable buffer (Vaswani et al.).
         dropout:    dropout probability applied to the sum (0 disables it).
 
-    forward(ids, start_pos=0): ids is (T,) or (B, T) of token ids; returns (T, d_model) or
-    (B, T, d_model). `start_pos` shifts the positions (used when generating with a KV cache,
+    forward(ids, start_pos=0): ids is (T,) or (B, T) of token ids; returns (T, n_embd) or
+    (B, T, n_embd). `start_pos` shifts the positions (used when generating with a KV cache,
     where the new token sits at position start_pos).
     """
 
-    def __init__(self, vocab_size: int, d_model: int, max_len: int,
+    def __init__(self, vocab_size: int, n_embd: int, max_len: int,
                  positional: str = "learned", dropout: float = 0.0) -> None:
         super().__init__()
-        for name, value in (("vocab_size", vocab_size), ("d_model", d_model),
+        for name, value in (("vocab_size", vocab_size), ("n_embd", n_embd),
                             ("max_len", max_len)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}.")
@@ -162,21 +165,21 @@ class TokenAndPositionEmbedding(nn.Module):
             raise ValueError(f"positional must be 'learned' or 'sinusoidal', got {positional!r}.")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}.")
-        self.vocab_size, self.d_model, self.max_len = vocab_size, d_model, max_len
+        self.vocab_size, self.n_embd, self.max_len = vocab_size, n_embd, max_len
         self.positional = positional
 
-        self.token_emb = nn.Embedding(vocab_size, d_model)
+        self.token_emb = nn.Embedding(vocab_size, n_embd)
         if positional == "learned":
-            self.pos_emb = nn.Embedding(max_len, d_model)
+            self.pos_emb = nn.Embedding(max_len, n_embd)
         else:
             self.pos_emb = None
             # persistent=False: the table is recomputed, not saved in the state_dict
-            self.register_buffer("pe", sinusoidal_positional_encoding(max_len, d_model),
+            self.register_buffer("pe", sinusoidal_positional_encoding(max_len, n_embd),
                                  persistent=False)
         self.dropout = nn.Dropout(dropout)
 
     def position_vectors(self, T: int, start_pos: int = 0) -> torch.Tensor:
-        """P[start_pos : start_pos + T], shape (T, d_model)."""
+        """P[start_pos : start_pos + T], shape (T, n_embd)."""
         if start_pos < 0 or start_pos + T > self.max_len:
             raise ValueError(
                 f"positions {start_pos}..{start_pos + T - 1} do not fit max_len={self.max_len}: "
@@ -197,7 +200,7 @@ class TokenAndPositionEmbedding(nn.Module):
         return self.dropout(tok + pos.to(tok.dtype))
 
     def extra_repr(self) -> str:
-        return (f"vocab_size={self.vocab_size}, d_model={self.d_model}, max_len={self.max_len}, "
+        return (f"vocab_size={self.vocab_size}, n_embd={self.n_embd}, max_len={self.max_len}, "
                 f"positional={self.positional!r}")
 
 

@@ -55,6 +55,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from course_lib.grading_env import RECORD_ENV, RECORD_FILE, SEED_ENV, WITHHOLD_ENV  # noqa: F401 (re-exported)
+
 
 class ForbiddenCallError(RuntimeError):
     """Raised when an exercise calls a function it is asked to implement itself."""
@@ -258,8 +260,6 @@ ATTENTION_SHORTCUTS = (
 
 # --- Recording the checks while grading -------------------------------------------------------
 
-RECORD_ENV = "COURSE_GRADING_RECORD"
-RECORD_FILE = "checks.jsonl"
 
 
 class _Recorder:
@@ -296,10 +296,6 @@ class _Recorder:
 _recorder: _Recorder | None = None
 
 
-#: Set to "1" in a submission's kernel: no expected value is computed there.
-WITHHOLD_ENV = "COURSE_WITHHOLD_EXPECTED"
-#: The grading batch's seed for hidden inputs (unset or "0": the inputs the notebook states).
-SEED_ENV = "COURSE_GRADING_SEED"
 _WITHHOLD = os.environ.get(WITHHOLD_ENV) == "1"
 
 
@@ -392,7 +388,8 @@ def check_machinery(namespace: dict) -> None:
 
 def announcement(cell: str) -> str:
     """The code a grader runs in the kernel (silently, outside the notebook) before the graded
-    test cell `cell`: grader/nbgrader_plugins.py while grading, grader/verdicts.py for the reference."""
+    test cell `cell`: grader/executor.py, for a submission, the reference run and
+    `make execute-solutions` alike (tools/run_as_script.py runs it where Jupyter is absent)."""
     grading = '__import__("course_lib.grading", fromlist=["_"])'
     return f"{grading}.begin_checks({cell!r}); {grading}.check_machinery(globals())"
 

@@ -21,8 +21,7 @@ heads: its cache really is n_head / n_kv_head times smaller. Its size is the not
            = batch_size x kv_cache_bytes(n_layer, n_kv_head, head_size, bytes, max_len).
 
 Keys are stored as the attention uses them: with RoPE, already rotated to their positions.
-The sizes have the names of GPTConfig (n_layer, n_kv_head, head_size); the older keywords
-n_layers=, n_kv_heads=, d_head= still work. `KVCache` implements the interface the model talks
+The sizes have the names of GPTConfig (n_layer, n_kv_head, head_size). `KVCache` implements the interface the model talks
 to (course_lib.model.DecoderCache), so the model never reads its fields.
 """
 
@@ -30,8 +29,9 @@ from __future__ import annotations
 
 import torch
 
-from course_lib.attention._checks import check_int, renamed_arguments
+from course_lib.attention._checks import check_int
 from course_lib.attention.grouped import kv_cache_bytes
+from course_lib.vocabulary import accepts_older_names
 
 __all__ = ["KVCache", "KVCacheFullError", "LayerKVCache"]
 
@@ -57,7 +57,7 @@ class KVCache:
     - `KVCache.for_model(model, batch_size, max_len)` reads the sizes from a GPT's config.
     """
 
-    @renamed_arguments(n_layers="n_layer", n_kv_heads="n_kv_head", d_head="head_size")
+    @accepts_older_names
     def __init__(self, n_layer: int, batch_size: int, n_kv_head: int, max_len: int, head_size: int,
                  dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> None:
         self.n_layer = check_int("n_layer", n_layer, 1)
@@ -71,11 +71,6 @@ class KVCache:
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self._lengths = [0] * self.n_layer
-
-    # the older names of the same sizes
-    n_layers = property(lambda self: self.n_layer, doc="n_layer")
-    n_kv_heads = property(lambda self: self.n_kv_head, doc="n_kv_head")
-    d_head = property(lambda self: self.head_size, doc="head_size")
 
     @classmethod
     def for_model(cls, model, batch_size: int, max_len: int | None = None, *,

@@ -71,6 +71,7 @@ import symtable
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from course_lib.grading_env import GRADING_ENV, RECORD_FILE
 from grader.cells import MARKER_WORDS, is_answer_cell, nbgrader_meta
 
 GRADING = "reaches the grading library"
@@ -158,7 +159,7 @@ HISTORY = re.compile(r"In|Out|_ih|_oh|_dh|_i{1,3}|_i\d+|_\d+")
 # Parts of the grading machinery's file names: a string holding one names them (`open(...)`
 # itself is allowed: answers save checkpoints and read data).
 MACHINERY_FILES = ("solutions/", "solutions\\", "gradebook", "submitted/", "autograded/", ".grading",
-                   "nbgrader", "course_lib/grading", "checks.jsonl", "COURSE_GRADING")
+                   "nbgrader", "course_lib/grading", RECORD_FILE, GRADING_ENV)  # GRADING_ENV: every COURSE_GRADING_*
 MACHINERY_FOLDERS = frozenset({"solutions", "submitted", "autograded"})
 # What the grading helpers call on tensors and torch: an answer assigning these on anything but
 # `self` is patching them, whatever the object is called.

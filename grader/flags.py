@@ -9,6 +9,7 @@ from pathlib import Path
 
 import nbformat
 
+from course_lib.grading_env import OUTPUT_CUT
 from grader import sandbox
 
 # What the sandbox stopped leaves errors in the graded notebook: what matches, and what the
@@ -25,7 +26,6 @@ STOPPED_BY_THE_SANDBOX = (
 )
 
 
-OUTPUT_CUT = "[output cut by the grader"
 
 
 def processes_flag(processes: list[str], sandboxed: bool) -> str:

@@ -16,8 +16,13 @@ import os
 
 from ipykernel.iostream import OutStream
 
-LIMIT = int(os.environ["LLM_SANDBOX_OUTPUT_CHARS"])  # set by the sandbox (grader/sandbox.py LIMITS)
-NOTICE = f"\n[output cut by the grader after {LIMIT:,} characters]\n"
+from course_lib.grading_env import (  # course_lib is mounted beside this module
+    OUTPUT_CUT,
+    OUTPUT_LIMIT_ENV,
+)
+
+LIMIT = int(os.environ[OUTPUT_LIMIT_ENV])  # set by the sandbox (grader/sandbox.py LIMITS)
+NOTICE = f"\n{OUTPUT_CUT} after {LIMIT:,} characters]\n"
 
 
 class _Budget:
@@ -79,7 +84,7 @@ def load_ipython_extension(ip) -> None:
     def limited_write_format_data(format_dict, md_dict=None):
         if _Budget.spend(_size(format_dict)):
             return write_format_data(format_dict, md_dict)
-        return write_format_data({"text/plain": _Budget.notice_once() or "[output cut by the grader]"}, {})
+        return write_format_data({"text/plain": _Budget.notice_once() or OUTPUT_CUT + "]"}, {})
 
     ip.display_pub.publish = limited_publish
     ip.displayhook.write_format_data = limited_write_format_data

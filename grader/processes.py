@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 
-from course_lib.grading import RECORD_ENV, SEED_ENV, WITHHOLD_ENV
+from course_lib.grading_env import GRADING_ENV, RECORD_ENV, SEED_ENV, WITHHOLD_ENV
 from grader import forkserver, gradebook, sandbox
 from grader.course import STAGING, Course
 from grader.nbgrader_plugins import GRADER_RUN_ENV
@@ -176,7 +176,7 @@ def run_autograde(root: Path, lesson: str, student: str, deadline: float, cell_t
     env[RECORD_ENV] = str(runtime / "checks")  # the checks' records (grader/verdicts.py)
     env[WITHHOLD_ENV] = "1"  # no expected value is computed in the submission's kernel
     env[SEED_ENV] = str(seed)  # the hidden inputs of this batch
-    env[sandbox.GRADING_ENV] = "1"  # the sandbox sets it too; this is for --no-sandbox
+    env[GRADING_ENV] = "1"  # the sandbox sets it too; this is for --no-sandbox
     if use_sandbox:
         kernels = sandbox.write_kernel_spec(Course(root).grading / "jupyter", course=root)
         env["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(kernels), env.get("JUPYTER_PATH")) if p)

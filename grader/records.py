@@ -16,7 +16,6 @@ import torch
 
 from course_lib import grading
 from course_lib.grading import (
-    RECORD_FILE,
     _check_shape,
     _fail,
     _raises_message,
@@ -25,6 +24,7 @@ from course_lib.grading import (
     assert_sequence_equal,
     assert_tensor_close,
 )
+from course_lib.grading_env import RECORD_FILE
 
 #: The tags `encode_value` writes (course_lib.grading).
 _TAGS = frozenset({"tensor", "value", "float", "bytes", "list", "tuple", "dict", "opaque", "withheld"})

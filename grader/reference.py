@@ -29,7 +29,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_lib.grading import RECORD_ENV, SEED_ENV
+from course_lib.grading_env import GRADING_ENV, RECORD_ENV, SEED_ENV
 from grader import sandbox
 from grader.cells import is_test_cell, nbgrader_meta
 from grader.course import Course
@@ -162,10 +162,10 @@ def run_reference(solution: Path, folder: Path, use_sandbox: bool = True, timeou
     spec_folder = runtime.parent / f"{runtime.name}-jupyter"  # outside the one folder the kernel may write
     nb = nbformat.read(solution, as_version=4)
     env = env or {}
-    saved = {k: os.environ.get(k) for k in (RECORD_ENV, "JUPYTER_PATH", sandbox.GRADING_ENV, *env)}
+    saved = {k: os.environ.get(k) for k in (RECORD_ENV, "JUPYTER_PATH", GRADING_ENV, *env)}
     os.environ.update(env)
     os.environ[RECORD_ENV] = str(record)
-    os.environ[sandbox.GRADING_ENV] = "1"  # run as a submission is graded (grader/sandbox.py)
+    os.environ[GRADING_ENV] = "1"  # run as a submission is graded (grader/sandbox.py)
     try:
         if use_sandbox:
             kernels = sandbox.write_kernel_spec(spec_folder, course=solution.resolve().parents[2])

@@ -38,6 +38,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from course_lib.grading_env import (
+    GRADING_ENV,
+    OUTPUT_LIMIT_ENV,
+    RECORD_ENV,
+    SANDBOX_DIR,
+    SEED_ENV,
+    WITHHOLD_ENV,
+)
+
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL_NAME = "llm-course-sandbox"
 LIMITS = {  # (soft = hard) per kernel; override with LLM_SANDBOX_<NAME> environment variables
@@ -52,13 +61,10 @@ LIMITS = {  # (soft = hard) per kernel; override with LLM_SANDBOX_<NAME> environ
 }
 CGROUP_FILE = ".cgroup"  # in the runtime folder: the cgroup the launcher made, for the grader to read and remove
 CGROUP_PREFIX = "llm-grading-"
-COURSE_LIB_MOUNT = Path("/opt/grading/course_lib")
+COURSE_LIB_MOUNT = Path(SANDBOX_DIR) / "course_lib"
 SANDBOX_UID = 65534
 OUTPUT_LIMIT_MODULE = Path(__file__).resolve().parent / "kernel_output_limit.py"
 RUNTIME_MARKER = ".sandbox-runtime"
-# Set to "1" in every grading kernel: a notebook may shorten a demo that earns no points (lesson
-# 07's live training), since the grader re-runs it for every submission.
-GRADING_ENV = "COURSE_GRADING"
 
 
 def runtime_dir(path: Path) -> Path:
@@ -164,18 +170,18 @@ def bwrap_command(connection_file: Path, bwrap: str = "bwrap", as_root: bool | N
     for link in ("/bin", "/sbin", "/lib", "/lib64"):
         if Path(link).is_symlink():  # merged-/usr systems: the same links inside
             command += ["--symlink", os.readlink(link), link]
-    command += ["--ro-bind", str(OUTPUT_LIMIT_MODULE), f"/opt/grading/{OUTPUT_LIMIT_MODULE.name}"]
+    command += ["--ro-bind", str(OUTPUT_LIMIT_MODULE), f"{SANDBOX_DIR}/{OUTPUT_LIMIT_MODULE.name}"]
     if course_lib.is_dir():
         command += ["--ro-bind", str(course_lib), str(COURSE_LIB_MOUNT)]
     command += ["--bind", str(runtime), str(runtime), "--chdir", "/tmp/work", "--clearenv"]
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
            "MPLCONFIGDIR": "/tmp", "PYTHONNOUSERSITE": "1", "COURSE_DATA_DIR": str(data_dir(course)),
-           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONPATH": "/opt/grading",
-           "LLM_SANDBOX_OUTPUT_CHARS": str(limit("OUTPUT_CHARS")), GRADING_ENV: "1"}
-    record = os.environ.get("COURSE_GRADING_RECORD")  # where the checks are recorded (grader/verdicts.py)
+           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONPATH": SANDBOX_DIR,
+           OUTPUT_LIMIT_ENV: str(limit("OUTPUT_CHARS")), GRADING_ENV: "1"}
+    record = os.environ.get(RECORD_ENV)  # where the checks are recorded (grader/verdicts.py)
     if record and Path(record).resolve().is_relative_to(runtime):
-        env["COURSE_GRADING_RECORD"] = str(Path(record).resolve())
-    for key in ("COURSE_WITHHOLD_EXPECTED", "COURSE_GRADING_SEED"):  # course_lib/grading.py
+        env[RECORD_ENV] = str(Path(record).resolve())
+    for key in (WITHHOLD_ENV, SEED_ENV):  # course_lib/grading.py
         if os.environ.get(key):
             env[key] = os.environ[key]
     for key, value in env.items():

@@ -16,7 +16,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from course_lib.grading import SEED_ENV, WITHHOLD_ENV  # noqa: E402
+from course_lib.grading_env import SEED_ENV, WITHHOLD_ENV  # noqa: E402
 from grader import reference, verdicts  # noqa: E402
 from grader.records import read_records  # noqa: E402
 

@@ -18,7 +18,7 @@ import nbformat
 if __package__ in (None, ""):  # run as a script: make `tools` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from course_lib.grading import RECORD_ENV  # noqa: E402
+from course_lib.grading_env import RECORD_ENV  # noqa: E402
 from grader import reference  # noqa: E402
 from grader.cells import lesson_names  # noqa: E402
 from grader.executor import announcing_client  # noqa: E402

@@ -56,9 +56,9 @@ def main() -> int:
     if args.record is not None:
         if args.graded:  # before course_lib.grading is imported: it reads it once
             os.environ["COURSE_WITHHOLD_EXPECTED"] = "1"
-        from course_lib.grading import RECORD_ENV
+        from course_lib.grading_env import GRADING_ENV, RECORD_ENV
         os.environ[RECORD_ENV] = str(args.record.resolve())
-        os.environ["COURSE_GRADING"] = "1"
+        os.environ[GRADING_ENV] = "1"
     os.chdir(args.notebook.parent)            # notebooks read and write beside themselves
     sys.path.insert(0, ".")
     namespace: dict = {"__name__": "__main__"}

@@ -25,6 +25,7 @@ if __package__ in (None, ""):
 
 from nbclient import NotebookClient  # noqa: E402
 
+from course_lib.grading_env import GRADING_ENV  # noqa: E402
 from grader.cells import is_answer_cell, is_test_cell  # noqa: E402
 from grader.cells import nbgrader_meta as meta  # noqa: E402
 
@@ -44,7 +45,7 @@ def _error(cell) -> str | None:
 def try_answers(lesson: str, answers: dict[str, list[str]]) -> list[tuple]:
     """[(exercise, index, {test cell: error or None})] for each answer in `answers`."""
     os.environ.setdefault("COURSE_DATA_DIR", str(SHARED_DATA))
-    os.environ["COURSE_GRADING"] = "1"
+    os.environ[GRADING_ENV] = "1"
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     path = ROOT / "solutions" / lesson / f"{lesson}.ipynb"
     nb = nbformat.read(path, as_version=4)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import numbers
 
 import torch
@@ -42,23 +41,3 @@ def check_qkv(name: str, q, k, v, *, same_length: bool = False) -> None:
                          f"{tuple(k.shape)}, {tuple(v.shape)}; expand them first (k.expand(...)).")
     if not q.dtype == k.dtype == v.dtype:
         raise TypeError(f"{name}: q, k and v need one dtype, got {q.dtype}, {k.dtype}, {v.dtype}.")
-
-
-def renamed_arguments(**renames: str):
-    """Keep older keyword names working: renamed_arguments(d_model="n_embd") lets a call pass
-    d_model=... where the parameter is now n_embd (the course's one vocabulary: n_embd, n_head,
-    n_kv_head, head_size, n_layer). Passing both names is an error."""
-
-    def wrap(fn):
-        @functools.wraps(fn)
-        def call(*args, **kwargs):
-            for old, new in renames.items():
-                if old in kwargs:
-                    if new in kwargs:
-                        raise TypeError(f"{fn.__qualname__} got both {old}= and {new}=, two names "
-                                        f"for one thing ({old} is the older one): pass only {new}=.")
-                    kwargs[new] = kwargs.pop(old)
-            return fn(*args, **kwargs)
-        return call
-
-    return wrap

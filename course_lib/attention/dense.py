@@ -10,10 +10,10 @@ For queries Q (Tq, d), keys K (Tk, d) and values V (Tk, d_v):
 The 1/sqrt(d) keeps the variance of the scores at about 1 when q and k have unit-variance
 entries (a dot product of d such terms has variance d), so the softmax does not saturate.
 
-Multi-head attention runs H of these in parallel on d_head = d_model / H slices and mixes
-the concatenated results with W_O. With grouped-query attention (GQA) only n_kv_heads <= H
-key/value heads are projected, and each is shared by H / n_kv_heads query heads
-(n_kv_heads == 1 is multi-query attention, MQA).
+Multi-head attention runs H = n_head of these in parallel on head_size = n_embd / H slices
+and mixes the concatenated results with W_O. With grouped-query attention (GQA) only
+n_kv_head <= H key/value heads are projected, and each is shared by H / n_kv_head query heads
+(n_kv_head == 1 is multi-query attention, MQA).
 
 Conventions (the same as PyTorch's):
 - masks broadcast against the scores (..., Tq, Tk); a bool mask is True where attention is
@@ -31,8 +31,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_lib.attention._checks import renamed_arguments
 from course_lib.attention.grouped import repeat_kv
+from course_lib.vocabulary import accepts_older_names
 
 __all__ = [
     "MultiHeadAttention",
@@ -186,24 +186,24 @@ def scaled_dot_product_attention(
 # Heads
 # ------------------------------------------------------------------------------------------
 
-def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """(..., T, H*d_head) -> (..., H, T, d_head): cut the last dim into H slices, one per head.
+def split_heads(x: torch.Tensor, n_head: int) -> torch.Tensor:
+    """(..., T, H*head_size) -> (..., H, T, head_size): cut the last dim into H slices, one per head.
 
-    Head h gets columns h*d_head : (h+1)*d_head of the projected vectors.
+    Head h gets columns h*head_size : (h+1)*head_size of the projected vectors.
     """
     if x.dim() < 2:
         raise ValueError(f"split_heads needs x of shape (..., T, D), got {tuple(x.shape)}.")
     D = x.shape[-1]
-    if n_heads < 1 or D % n_heads != 0:
-        raise ValueError(f"the last dim {D} is not divisible by n_heads={n_heads}; "
-                         "choose n_heads that divides the model width.")
-    return x.unflatten(-1, (n_heads, D // n_heads)).transpose(-3, -2)
+    if n_head < 1 or D % n_head != 0:
+        raise ValueError(f"the last dim {D} is not divisible by n_head={n_head}; "
+                         "choose n_head that divides the model width.")
+    return x.unflatten(-1, (n_head, D // n_head)).transpose(-3, -2)
 
 
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
-    """(..., H, T, d_head) -> (..., T, H*d_head): the inverse of `split_heads` (concatenation)."""
+    """(..., H, T, head_size) -> (..., T, H*head_size): the inverse of `split_heads` (concatenation)."""
     if x.dim() < 3:
-        raise ValueError(f"merge_heads needs x of shape (..., H, T, d_head), got "
+        raise ValueError(f"merge_heads needs x of shape (..., H, T, head_size), got "
                          f"{tuple(x.shape)}.")
     return x.transpose(-3, -2).flatten(-2)
 
@@ -217,8 +217,8 @@ class MultiHeadAttention(nn.Module):
 
     MultiHeadAttention(n_embd, n_head, n_kv_head=None, dropout=0.0, bias=True): the names of
     GPTConfig and the KV cache (n_embd = d_model, n_head = H, n_kv_head = H_kv, head_size =
-    d_h = n_embd / n_head); the older keywords d_model=, n_heads=, n_kv_heads= still work, and
-    .d_model, .n_heads, .n_kv_heads, .d_head read the same values.
+    d_h = n_embd / n_head; the public API's older keywords d_model, n_heads, n_kv_heads are
+    accepted too).
 
         Q = X W_Q  (B, T, H*d_h),   K = X W_K,  V = X W_V  (B, T, H_kv*d_h)
         head_h = softmax(Q_h K_g^T / sqrt(d_h) + mask) V_g,   g = h // (H / H_kv)
@@ -232,7 +232,7 @@ class MultiHeadAttention(nn.Module):
 
     forward(x, kv=None, mask=None, is_causal=False, need_weights=False, *, cache=None)
     -> (out, weights):
-        x (B, Tq, d_model); kv (B, Tk, d_model) for cross-attention (default: x);
+        x (B, Tq, n_embd); kv (B, Tk, n_embd) for cross-attention (default: x);
         mask broadcastable to (B, H, Tq, Tk), bool True = may attend or float added;
         is_causal adds causal_mask(Tq, Tk);
         weights (B, H, Tq, Tk) per head if need_weights else None;
@@ -242,7 +242,7 @@ class MultiHeadAttention(nn.Module):
     (fast path); with it, the explicit `scaled_dot_product_attention` of this module does.
     """
 
-    @renamed_arguments(d_model="n_embd", n_heads="n_head", n_kv_heads="n_kv_head")
+    @accepts_older_names
     def __init__(self, n_embd: int, n_head: int, n_kv_head: int | None = None,
                  dropout: float = 0.0, bias: bool = True) -> None:
         super().__init__()
@@ -267,14 +267,8 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(n_embd, n_kv_head * self.head_size, bias=bias)
         self.out_proj = nn.Linear(n_head * self.head_size, n_embd, bias=bias)
 
-    # the older names of the same sizes (lessons 03-05 and earlier code use them)
-    d_model = property(lambda self: self.n_embd, doc="n_embd")
-    n_heads = property(lambda self: self.n_head, doc="n_head")
-    n_kv_heads = property(lambda self: self.n_kv_head, doc="n_kv_head")
-    d_head = property(lambda self: self.head_size, doc="head_size")
-
     def _check_input(self, name: str, x: torch.Tensor) -> None:
-        if x.dim() != 3 or x.shape[-1] != self.d_model:
+        if x.dim() != 3 or x.shape[-1] != self.n_embd:
             hint = " (add a batch dim with x.unsqueeze(0))" if x.dim() == 2 else ""
             raise ValueError(f"{name} must have shape (B, T, n_embd={self.n_embd}), got "
                              f"{tuple(x.shape)}{hint}.")

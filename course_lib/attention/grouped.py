@@ -13,7 +13,8 @@ import numbers
 
 import torch
 
-from course_lib.attention._checks import check_int, renamed_arguments
+from course_lib.attention._checks import check_int
+from course_lib.vocabulary import accepts_older_names
 
 __all__ = ["kv_cache_bytes", "repeat_kv"]
 
@@ -25,7 +26,7 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=-3)
 
 
-@renamed_arguments(n_layers="n_layer", n_kv_heads="n_kv_head", d_head="head_size")
+@accepts_older_names
 def kv_cache_bytes(n_layer: int, n_kv_head: int, head_size: int, bytes_per_value: float = 2,
                    n_tokens: int = 1) -> int | float:
     """Bytes a KV cache needs: 2 (K and V) x layers x (KV heads x head_size) x bytes x tokens.
@@ -34,8 +35,7 @@ def kv_cache_bytes(n_layer: int, n_kv_head: int, head_size: int, bytes_per_value
     GPT-3 (96 layers, 96 heads of 128, float32): kv_cache_bytes(96, 96, 128, 4) = 9,437,184 B
     per token, 19.3 GB for its 2048-token context; with MQA (n_kv_head=1) 96x less.
     bytes_per_value: 4 for float32, 2 for float16/bfloat16 (the default), 1 for int8, 0.5 for
-    4-bit. Returns an int when the result is whole. (The older keywords n_layers=, n_kv_heads=,
-    d_head= still work.)
+    4-bit. Returns an int when the result is whole.
     """
     check_int("n_layer", n_layer, 1)
     check_int("n_kv_head", n_kv_head, 1)

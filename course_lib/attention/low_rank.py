@@ -20,6 +20,7 @@ import torch.nn as nn
 
 from course_lib.attention._checks import check_int
 from course_lib.attention.dense import MultiHeadAttention, stable_softmax
+from course_lib.vocabulary import accepts_older_names
 
 __all__ = ["LinformerAttention", "linformer_attention"]
 
@@ -43,7 +44,7 @@ class LinformerAttention(MultiHeadAttention):
 
     A `MultiHeadAttention` (same projections, same forward(x, ...) -> (out, weights)) whose
     `attend` step compresses the keys and values to k rows before the softmax. Shapes:
-    x (B, T, d_model) with T <= seq_len -> out (B, T, d_model); weights are None (there is no
+    x (B, T, n_embd) with T <= seq_len -> out (B, T, n_embd); weights are None (there is no
     T x T matrix to return). One E and one F per layer, shared by all heads (the paper's
     "headwise sharing"); a shorter input uses the first T columns. E and F start as random
     projections with N(0, 1/k) entries (the Johnson-Lindenstrauss construction of the paper's
@@ -54,8 +55,9 @@ class LinformerAttention(MultiHeadAttention):
     local or block attention in a decoder.
     """
 
-    def __init__(self, d_model: int, n_heads: int, seq_len: int, k: int, bias: bool = True) -> None:
-        super().__init__(d_model, n_heads, bias=bias)
+    @accepts_older_names
+    def __init__(self, n_embd: int, n_head: int, seq_len: int, k: int, bias: bool = True) -> None:
+        super().__init__(n_embd, n_head, bias=bias)
         self.seq_len, self.k = check_int("seq_len", seq_len, 1), check_int("k", k, 1)
         if k > seq_len:
             raise ValueError(f"k={k} > seq_len={seq_len}: the projection would add rows instead "

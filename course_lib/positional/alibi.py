@@ -20,6 +20,7 @@ import math
 import torch
 
 from course_lib.positional.distances import check_positive, relative_positions
+from course_lib.vocabulary import accepts_older_names
 
 __all__ = ["alibi_bias", "alibi_slopes"]
 
@@ -29,9 +30,10 @@ def _power_of_two_slopes(n: int) -> list[float]:
     return [start ** (h + 1) for h in range(n)]
 
 
-def alibi_slopes(n_heads: int) -> torch.Tensor:
-    """The paper's slopes m_0 ... m_(H-1), float32, shape (n_heads,), for any head count."""
-    n = check_positive("n_heads", n_heads)
+@accepts_older_names
+def alibi_slopes(n_head: int) -> torch.Tensor:
+    """The paper's slopes m_0 ... m_(H-1), float32, shape (n_head,), for any head count."""
+    n = check_positive("n_head", n_head)
     if n & (n - 1) == 0:
         slopes = _power_of_two_slopes(n)
     else:
@@ -40,14 +42,15 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
     return torch.tensor(slopes, dtype=torch.float32)
 
 
-def alibi_bias(n_heads: int, T: int, *, Tk: int | None = None,
+@accepts_older_names
+def alibi_bias(n_head: int, T: int, *, Tk: int | None = None,
                device: torch.device | str | None = None) -> torch.Tensor:
-    """-m_h * |i - j|, shape (n_heads, T, Tk): add it to the scores (it broadcasts over batches).
+    """-m_h * |i - j|, shape (n_head, T, Tk): add it to the scores (it broadcasts over batches).
 
     Tk (default T) > T puts the queries at the last T positions (for a KV cache). Combine it
     with a causal mask for a decoder; the paper's decoder only ever sees j <= i, where the
     bias is -m_h * (i - j).
     """
     distance = relative_positions(T, Tk=Tk, device=device).abs().to(torch.float32)  # (T, Tk)
-    return 0.0 - alibi_slopes(n_heads).to(device)[:, None, None] * distance   # 0 - 0 is +0, not -0
+    return 0.0 - alibi_slopes(n_head).to(device)[:, None, None] * distance   # 0 - 0 is +0, not -0
 

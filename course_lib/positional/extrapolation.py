@@ -47,7 +47,7 @@ class LMConfig:
     block_size: int = 64          # the training context (the learned table's length)
     n_layer: int = 2
     n_head: int = 4
-    d_model: int = 64
+    n_embd: int = 64
 
     def __post_init__(self) -> None:
         if self.pos_encoding not in SCHEMES:
@@ -59,7 +59,7 @@ class Block(nn.Module):
 
     def __init__(self, config: LMConfig) -> None:
         super().__init__()
-        d = config.d_model
+        d = config.n_embd
         attention = RotaryMultiHeadAttention if config.pos_encoding == "rope" else MultiHeadAttention
         self.ln_attn = nn.LayerNorm(d, bias=False)
         self.attn = attention(d, config.n_head, bias=False)
@@ -81,13 +81,13 @@ class PositionalLM(nn.Module):
         self.config = config
         scheme = config.pos_encoding
         if scheme == "learned":
-            self.embed = TokenAndPositionEmbedding(config.vocab_size, config.d_model, config.block_size)
+            self.embed = TokenAndPositionEmbedding(config.vocab_size, config.n_embd, config.block_size)
         else:
-            self.embed = nn.Embedding(config.vocab_size, config.d_model)
+            self.embed = nn.Embedding(config.vocab_size, config.n_embd)
         self.t5_bias = T5RelativeBias(config.n_head, bidirectional=False) if scheme == "t5" else None
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
-        self.ln_out = nn.LayerNorm(config.d_model, bias=False)
-        self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.ln_out = nn.LayerNorm(config.n_embd, bias=False)
+        self.head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
 
     def token_and_position(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The token vectors n and the added position vectors p (None for schemes that add none)."""
@@ -97,7 +97,7 @@ class PositionalLM(nn.Module):
         n = self.embed(ids)
         if scheme == "sinusoidal":
             positions = torch.arange(ids.shape[-1], device=ids.device)
-            return n, sinusoidal_encoding(positions, self.config.d_model, dtype=n.dtype)
+            return n, sinusoidal_encoding(positions, self.config.n_embd, dtype=n.dtype)
         return n, None
 
     def score_bias(self, T: int, device) -> torch.Tensor | None:
@@ -171,7 +171,7 @@ def evaluate_loss(model: PositionalLM, val_data: torch.Tensor, T: int, *,
 def run_experiment(train_data: torch.Tensor, val_data: torch.Tensor, vocab_size: int, *,
                    schemes=SCHEMES[:5], train_len: int = 64, eval_lens=(64, 128, 256, 512),
                    steps: int = 300, batch_size: int = 16, seed: int = 0, lr: float = 3e-3,
-                   n_layer: int = 2, n_head: int = 4, d_model: int = 64,
+                   n_layer: int = 2, n_head: int = 4, n_embd: int = 64,
                    n_eval_tokens: int = 16384) -> tuple[dict, dict]:
     """Train one model per scheme (same seed, batches, budget); returns ({scheme: {T: loss or
     None}}, {scheme: model})."""
@@ -181,7 +181,7 @@ def run_experiment(train_data: torch.Tensor, val_data: torch.Tensor, vocab_size:
     try:
         for scheme in schemes:
             torch.manual_seed(seed)
-            config = LMConfig(vocab_size, scheme, train_len, n_layer, n_head, d_model)
+            config = LMConfig(vocab_size, scheme, train_len, n_layer, n_head, n_embd)
             model = PositionalLM(config)
             train_lm(model, train_data, steps=steps, batch_size=batch_size, lr=lr, seed=seed)
             table[scheme] = {T: evaluate_loss(model, val_data, T, n_tokens=n_eval_tokens) for T in eval_lens}
@@ -216,7 +216,7 @@ def score_terms(model: PositionalLM, ids: torch.Tensor, layer: int = 0) -> dict[
     parts = {"word": gamma * (n - n.mean(-1, keepdim=True)) / sigma,
              "position": gamma * (p - p.mean(-1, keepdim=True)) / sigma}
     attn = block.attn
-    q = {name: split_heads(attn.q_proj(z), attn.n_heads) for name, z in parts.items()}
+    q = {name: split_heads(attn.q_proj(z), attn.n_head) for name, z in parts.items()}
     k = {name: split_heads(attn.k_proj(z), attn.n_kv_head) for name, z in parts.items()}
     scale = 1 / math.sqrt(attn.head_size)
     return {f"{a}-{b}": q[a] @ k[b].transpose(-2, -1) * scale for a in parts for b in parts}

@@ -29,7 +29,6 @@ import numbers
 import torch
 
 from course_lib.attention import merge_heads
-from course_lib.attention._checks import renamed_arguments
 from course_lib.positional.self_attention import RelativeSelfAttention
 
 __all__ = ["RotaryMultiHeadAttention", "apply_rope", "interleaved_to_half", "rope_angles", "rope_frequencies",
@@ -41,7 +40,7 @@ LAYOUTS = ("interleaved", "half")
 def _check_dim(d: int) -> int:
     if isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 2 or d % 2:
         raise ValueError(f"RoPE rotates pairs of channels, so the head dim must be a positive even "
-                         f"integer, got d={d!r}; use an even d_head (e.g. 64).")
+                         f"integer, got d={d!r}; use an even head_size (e.g. 64).")
     return int(d)
 
 
@@ -154,7 +153,6 @@ class RotaryMultiHeadAttention(RelativeSelfAttention):
     (L ... L+T-1 after L cached tokens), or they would be rotated as if they came first.
     """
 
-    @renamed_arguments(d_model="n_embd", n_heads="n_head", n_kv_heads="n_kv_head")
     def __init__(self, n_embd: int, n_head: int, n_kv_head: int | None = None,
                  dropout: float = 0.0, bias: bool = True, base: float = 10000.0) -> None:
         super().__init__(n_embd, n_head, n_kv_head, dropout, bias)

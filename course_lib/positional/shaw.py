@@ -55,16 +55,16 @@ def shaw_scores(q: torch.Tensor, k: torch.Tensor, rel_k: torch.Tensor,
 class ShawRelativeAttention(RelativeSelfAttention):
     """Multi-head self-attention with Shaw et al.'s relative keys and values, clipped at k.
 
-    ShawRelativeAttention(d_model, n_heads, max_relative_position=k, ...) is a
+    ShawRelativeAttention(n_embd, n_head, max_relative_position=k, ...) is a
     `MultiHeadAttention` (same projections and forward(x, mask=None, is_causal=False,
     need_weights=False) -> (out, weights)) with two extra tables, `rel_k` and `rel_v`, of shape
-    (2k + 1, d_head): row r is the vector of distance r - k. With Tq < Tk (a KV cache) the
+    (2k + 1, head_size): row r is the vector of distance r - k. With Tq < Tk (a KV cache) the
     queries are the last Tq positions. Self-attention only: `kv` must be None.
     """
 
-    def __init__(self, d_model: int, n_heads: int, max_relative_position: int,
-                 n_kv_heads: int | None = None, dropout: float = 0.0, bias: bool = True) -> None:
-        super().__init__(d_model, n_heads, n_kv_heads, dropout, bias)
+    def __init__(self, n_embd: int, n_head: int, max_relative_position: int,
+                 n_kv_head: int | None = None, dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__(n_embd, n_head, n_kv_head, dropout, bias)
         self.max_relative_position = check_clip(max_relative_position)
         n_distances = 2 * self.max_relative_position + 1
         self.rel_k = nn.Parameter(torch.randn(n_distances, self.head_size) / math.sqrt(self.head_size))

@@ -76,21 +76,21 @@ def t5_relative_bucket(relative_position: torch.Tensor, bidirectional: bool = Tr
 
 
 class T5RelativeBias(nn.Module):
-    """r[bucket(j - i), h]: a (n_heads, Tq, Tk) float bias to add to the attention scores.
+    """r[bucket(j - i), h]: a (n_head, Tq, Tk) float bias to add to the attention scores.
 
-    forward(Tq, Tk=None) -> bias (n_heads, Tq, Tk); with Tk > Tq the queries are the last Tq
+    forward(Tq, Tk=None) -> bias (n_head, Tq, Tk); with Tk > Tq the queries are the last Tq
     positions (KV cache). Pass it as the float mask of `MultiHeadAttention` (it broadcasts over
-    the batch) together with is_causal=True for a decoder. Parameters: num_buckets * n_heads,
+    the batch) together with is_causal=True for a decoder. Parameters: num_buckets * n_head,
     whatever the sequence length. The scalars start at 0 (no positional preference).
     """
 
-    def __init__(self, n_heads: int, *, bidirectional: bool = True, num_buckets: int = 32,
+    def __init__(self, n_head: int, *, bidirectional: bool = True, num_buckets: int = 32,
                  max_distance: int = 128) -> None:
         super().__init__()
-        self.n_heads = check_positive("n_heads", n_heads)
+        self.n_head = check_positive("n_head", n_head)
         _bucket_layout(bidirectional, num_buckets, max_distance)
         self.bidirectional, self.num_buckets, self.max_distance = bidirectional, num_buckets, max_distance
-        self.relative_attention_bias = nn.Embedding(num_buckets, n_heads)
+        self.relative_attention_bias = nn.Embedding(num_buckets, n_head)
         nn.init.zeros_(self.relative_attention_bias.weight)
 
     def buckets(self, Tq: int, Tk: int | None = None) -> torch.Tensor:
@@ -105,5 +105,5 @@ class T5RelativeBias(nn.Module):
         return self.relative_attention_bias(self.buckets(Tq, Tk)).permute(2, 0, 1)   # (H, Tq, Tk)
 
     def extra_repr(self) -> str:
-        return (f"n_heads={self.n_heads}, bidirectional={self.bidirectional}, "
+        return (f"n_head={self.n_head}, bidirectional={self.bidirectional}, "
                 f"num_buckets={self.num_buckets}, max_distance={self.max_distance}")

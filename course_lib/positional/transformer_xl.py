@@ -36,25 +36,25 @@ class TransformerXLRelativeAttention(RelativeSelfAttention):
     """Multi-head self-attention with Transformer-XL's relative positions.
 
     A `MultiHeadAttention` (same q/k/v/out projections; `k_proj` is W_(k,E)) plus `r_proj`
-    (W_(k,R), no bias), and `u`, `v` of shape (n_heads, d_head). forward(x, mask=None,
+    (W_(k,R), no bias), and `u`, `v` of shape (n_head, head_size). forward(x, mask=None,
     is_causal=False, need_weights=False) -> (out, weights); with Tq < Tk (a KV cache) the
     queries are the last Tq positions. Self-attention only. `base` is the sinusoid's base.
     """
 
-    def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None,
+    def __init__(self, n_embd: int, n_head: int, n_kv_head: int | None = None,
                  dropout: float = 0.0, bias: bool = True, base: float = 10000.0) -> None:
-        super().__init__(d_model, n_heads, n_kv_heads, dropout, bias)
-        sinusoidal_encoding(torch.zeros(1), d_model, base)     # rejects a bad base now, not at forward
+        super().__init__(n_embd, n_head, n_kv_head, dropout, bias)
+        sinusoidal_encoding(torch.zeros(1), n_embd, base)     # rejects a bad base now, not at forward
         self.base = base
-        self.r_proj = nn.Linear(d_model, n_heads * self.head_size, bias=False)      # W_(k,R)
-        self.u = nn.Parameter(torch.zeros(n_heads, self.head_size))
-        self.v = nn.Parameter(torch.zeros(n_heads, self.head_size))
+        self.r_proj = nn.Linear(n_embd, n_head * self.head_size, bias=False)      # W_(k,R)
+        self.u = nn.Parameter(torch.zeros(n_head, self.head_size))
+        self.v = nn.Parameter(torch.zeros(n_head, self.head_size))
 
     def position_keys(self, Tq: int, Tk: int) -> tuple[torch.Tensor, torch.Tensor]:
         """r for the distances i - j = 1 - Tq ... Tk - 1, shape (H, Tq + Tk - 1, d_h), and the
         (Tq, Tk) index of each pair's distance in it."""
         distances = torch.arange(1 - Tq, Tk, device=self.r_proj.weight.device)
-        R = sinusoidal_encoding(distances, self.d_model, self.base, dtype=self.r_proj.weight.dtype)
+        R = sinusoidal_encoding(distances, self.n_embd, self.base, dtype=self.r_proj.weight.dtype)
         r = self.r_proj(R).unflatten(-1, (self.n_head, self.head_size)).transpose(0, 1)
         index = -relative_positions(Tq, Tk=Tk, device=distances.device) + (Tq - 1)   # (i - j) - (1 - Tq)
         return r, index

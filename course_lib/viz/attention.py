@@ -65,9 +65,9 @@ def attention_heads_grid(weights, labels: Sequence[str], key_labels: Sequence[st
         raise ValueError(f"attention_heads_grid needs weights of shape (H, Tq, Tk), got "
                          f"{values.shape}.")
     query_labels, key_labels = _check_labels(values, labels, key_labels)
-    n_heads = values.shape[0]
-    ncols = max(1, min(ncols, n_heads))
-    nrows = math.ceil(n_heads / ncols)
+    n_head = values.shape[0]
+    ncols = max(1, min(ncols, n_head))
+    nrows = math.ceil(n_head / ncols)
     vmax = float(values.max()) if vmax is None else vmax
     fig, axes = plt.subplots(nrows, ncols, figsize=(cell_size * ncols + 1, cell_size * nrows + 0.5),
                              squeeze=False, constrained_layout=True)
@@ -75,7 +75,7 @@ def attention_heads_grid(weights, labels: Sequence[str], key_labels: Sequence[st
     label_size = min(9.0, max(6.0, 0.8 * points_per_token))  # 9 pt unless the tokens are crowded
     image = None
     for h, ax in enumerate(axes.flat):
-        if h >= n_heads:
+        if h >= n_head:
             ax.axis("off")
             continue
         image = ax.imshow(values[h], cmap="viridis", vmin=0.0, vmax=max(vmax, 1e-9), aspect="auto")

@@ -73,8 +73,8 @@ FORBIDDEN_ANSWERS: dict[str, dict[str, str]] = {
                 pass
         """,
         "sinusoidal_answer": """
-            def sinusoidal_pe(seq_len, d_model, base=10000.0):
-                return ref.sinusoidal_positional_encoding(seq_len, d_model, base)
+            def sinusoidal_pe(seq_len, n_embd, base=10000.0):
+                return ref.sinusoidal_positional_encoding(seq_len, n_embd, base)
         """,
         "cosine_answer": """
             def cosine_similarity(a, b, dim=-1, eps=1e-8):
@@ -109,8 +109,8 @@ FORBIDDEN_ANSWERS: dict[str, dict[str, str]] = {
                 return ref.scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal)
         """,
         "heads_answer": """
-            def split_heads(x, n_heads):
-                return ref.split_heads(x, n_heads)
+            def split_heads(x, n_head):
+                return ref.split_heads(x, n_head)
 
             def merge_heads(x):
                 return ref.merge_heads(x)

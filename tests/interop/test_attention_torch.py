@@ -125,12 +125,12 @@ def test_sdpa_gradients_match_torch_including_masked_rows():
         torch.testing.assert_close(a.grad, b.grad, **EXACT, msg=f"d loss / d {name}")
 
 
-@pytest.mark.parametrize(("n_heads", "n_kv_heads"), [(8, 8), (8, 2), (8, 1)])
-def test_mha_attend_matches_torch_enable_gqa(n_heads, n_kv_heads):
+@pytest.mark.parametrize(("n_head", "n_kv_head"), [(8, 8), (8, 2), (8, 1)])
+def test_mha_attend_matches_torch_enable_gqa(n_head, n_kv_head):
     torch.manual_seed(0)
-    mha = MultiHeadAttention(8 * n_heads, n_heads, n_kv_heads).double().eval()
-    q = _randn(2, n_heads, 10, 8, seed=1)
-    k, v = _randn(2, n_kv_heads, 10, 8, seed=2), _randn(2, n_kv_heads, 10, 8, seed=3)
+    mha = MultiHeadAttention(8 * n_head, n_head, n_kv_head).double().eval()
+    q = _randn(2, n_head, 10, 8, seed=1)
+    k, v = _randn(2, n_kv_head, 10, 8, seed=2), _randn(2, n_kv_head, 10, 8, seed=3)
     ref = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
     for need_weights in (False, True):
         out, _ = mha.attend(q, k, v, is_causal=True, need_weights=need_weights)
@@ -141,11 +141,11 @@ def test_mha_attend_matches_torch_enable_gqa(n_heads, n_kv_heads):
 # against torch.nn.MultiheadAttention with copied weights
 # ------------------------------------------------------------------------------------------
 
-def _pair(d_model=32, n_heads=4, bias=True, seed=0):
+def _pair(n_embd=32, n_head=4, bias=True, seed=0):
     """Our MHA and nn.MultiheadAttention(batch_first=True) holding the same weights."""
     torch.manual_seed(seed)
-    ours = MultiHeadAttention(d_model, n_heads, bias=bias).double().eval()
-    theirs = nn.MultiheadAttention(d_model, n_heads, bias=bias, batch_first=True).double().eval()
+    ours = MultiHeadAttention(n_embd, n_head, bias=bias).double().eval()
+    theirs = nn.MultiheadAttention(n_embd, n_head, bias=bias, batch_first=True).double().eval()
     with torch.no_grad():
         theirs.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight,
                                                ours.v_proj.weight]))
@@ -216,7 +216,7 @@ def test_mha_cross_attention_matches_torch():
 
 def test_mha_matches_torch_fused_inference_path_in_float32():
     torch.manual_seed(0)
-    ours, theirs = _pair(d_model=64, n_heads=8)
+    ours, theirs = _pair(n_embd=64, n_head=8)
     ours, theirs = ours.float(), theirs.float()
     x = torch.randn(2, 16, 64)
     with torch.inference_mode():

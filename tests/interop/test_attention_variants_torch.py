@@ -2,7 +2,7 @@
 
 - `local_attention` against torch.nn.functional.scaled_dot_product_attention with the
   equivalent bool mask (float32, atol = rtol = 1e-5);
-- `MultiHeadAttention(n_kv_heads=g).attend` against F.scaled_dot_product_attention(...,
+- `MultiHeadAttention(n_kv_head=g).attend` against F.scaled_dot_product_attention(...,
   enable_gqa=True) on the same q, k, v;
 - `local_attention` and `block_attention` against FlexAttention
   (torch.nn.attention.flex_attention) with a BlockMask built from the same mask_mod. On CPU,
@@ -84,14 +84,14 @@ def _torch_has_enable_gqa() -> bool:
 @pytest.mark.skipif(not _torch_has_enable_gqa(),
                     reason="this torch's F.scaled_dot_product_attention has no enable_gqa (added "
                            "in PyTorch 2.5)")
-@pytest.mark.parametrize("n_kv_heads", [6, 3, 2, 1])
+@pytest.mark.parametrize("n_kv_head", [6, 3, 2, 1])
 @pytest.mark.parametrize("mask_kind", ["none", "causal", "local"])
-def test_grouped_attend_matches_torch_enable_gqa(n_kv_heads, mask_kind):
+def test_grouped_attend_matches_torch_enable_gqa(n_kv_head, mask_kind):
     torch.manual_seed(0)
-    mha = MultiHeadAttention(6 * 8, 6, n_kv_heads).eval()
+    mha = MultiHeadAttention(6 * 8, 6, n_kv_head).eval()
     T = 12
     q = _randn(2, 6, T, 8, seed=1)
-    k, v = _randn(2, n_kv_heads, T, 8, seed=2), _randn(2, n_kv_heads, T, 8, seed=3)
+    k, v = _randn(2, n_kv_head, T, 8, seed=2), _randn(2, n_kv_head, T, 8, seed=3)
     mask = {"none": None, "causal": causal_mask(T), "local": local_mask(T, 5)}[mask_kind]
     ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
     for need_weights in (False, True):

@@ -7,7 +7,7 @@ random weights, no downloads):
 - our per-step cached logits equal HF's when HF is run step by step with `past_key_values` and
   use_cache=True (1e-5): the prefill, then one token per step;
 - after the prompt our KVCache holds HF's keys and values for every layer (transformers 5's
-  DynamicCache: `past_key_values.layers[i].keys` / `.values`), shape (B, n_head, T, d_head).
+  DynamicCache: `past_key_values.layers[i].keys` / `.values`), shape (B, n_head, T, head_size).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def test_the_cache_after_the_prompt_holds_hfs_keys_and_values_for_every_layer(mo
     with torch.no_grad():
         past = hf(prompt, use_cache=True).past_key_values
         ours(prompt, cache=cache)
-    assert len(past.layers) == cache.n_layers == CONFIG["n_layer"], f"HF has {len(past.layers)} layers"
+    assert len(past.layers) == cache.n_layer == CONFIG["n_layer"], f"HF has {len(past.layers)} layers"
     for i, layer in enumerate(past.layers):
         shape = (B, CONFIG["n_head"], T, D_HEAD)
         assert layer.keys.shape == layer.values.shape == shape, f"layer {i}: HF's shape {tuple(layer.keys.shape)}"

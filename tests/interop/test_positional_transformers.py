@@ -51,9 +51,9 @@ def _randn(*shape, seed=0, dtype=torch.float32):
 # RoPE against Llama
 # ------------------------------------------------------------------------------------------
 
-def _llama_cos_sin(n_heads, n_kv_heads, head_dim, theta, like, position_ids):
-    config = LlamaConfig(hidden_size=n_heads * head_dim, num_attention_heads=n_heads,
-                         num_key_value_heads=n_kv_heads, head_dim=head_dim, intermediate_size=16,
+def _llama_cos_sin(n_head, n_kv_head, head_dim, theta, like, position_ids):
+    config = LlamaConfig(hidden_size=n_head * head_dim, num_attention_heads=n_head,
+                         num_key_value_heads=n_kv_head, head_dim=head_dim, intermediate_size=16,
                          num_hidden_layers=1, vocab_size=32, max_position_embeddings=64,
                          rope_theta=theta)
     try:
@@ -67,15 +67,15 @@ def _llama_cos_sin(n_heads, n_kv_heads, head_dim, theta, like, position_ids):
 LLAMA_CASES = [(2, 2, 8, 10000.0), (4, 2, 16, 10000.0), (4, 1, 64, 500000.0), (3, 3, 2, 100.0)]
 
 
-@pytest.mark.parametrize(("n_heads", "n_kv_heads", "head_dim", "theta"), LLAMA_CASES)
+@pytest.mark.parametrize(("n_head", "n_kv_head", "head_dim", "theta"), LLAMA_CASES)
 @pytest.mark.parametrize("offsets", [(0, 0), (0, 11), (40, 3)])
-def test_half_layout_matches_llama_apply_rotary_pos_emb(n_heads, n_kv_heads, head_dim, theta,
+def test_half_layout_matches_llama_apply_rotary_pos_emb(n_head, n_kv_head, head_dim, theta,
                                                         offsets):
     B, T = 2, 9
-    q = _randn(B, n_heads, T, head_dim, seed=head_dim)
-    k = _randn(B, n_kv_heads, T, head_dim, seed=head_dim + 1)
+    q = _randn(B, n_head, T, head_dim, seed=head_dim)
+    k = _randn(B, n_kv_head, T, head_dim, seed=head_dim + 1)
     position_ids = torch.stack([torch.arange(o, o + T) for o in offsets])       # (B, T)
-    cos, sin = _llama_cos_sin(n_heads, n_kv_heads, head_dim, theta, q, position_ids)
+    cos, sin = _llama_cos_sin(n_head, n_kv_head, head_dim, theta, q, position_ids)
     q_ref, k_ref = apply_rotary_pos_emb(q, k, cos, sin)
     positions = position_ids[:, None, :]                                          # (B, 1, T)
     q_ours = apply_rope(q, positions, base=theta, layout="half")
@@ -86,14 +86,14 @@ def test_half_layout_matches_llama_apply_rotary_pos_emb(n_heads, n_kv_heads, hea
         torch.testing.assert_close(apply_rope(q, base=theta, layout="half"), q_ref, **F32_TOL)
 
 
-@pytest.mark.parametrize(("n_heads", "n_kv_heads", "head_dim", "theta"), LLAMA_CASES)
-def test_interleaved_layout_matches_llama_after_the_channel_permutation(n_heads, n_kv_heads,
+@pytest.mark.parametrize(("n_head", "n_kv_head", "head_dim", "theta"), LLAMA_CASES)
+def test_interleaved_layout_matches_llama_after_the_channel_permutation(n_head, n_kv_head,
                                                                         head_dim, theta):
     B, T = 2, 7
-    q = _randn(B, n_heads, T, head_dim, seed=3)
-    k = _randn(B, n_kv_heads, T, head_dim, seed=4)
+    q = _randn(B, n_head, T, head_dim, seed=3)
+    k = _randn(B, n_kv_head, T, head_dim, seed=4)
     position_ids = torch.stack([torch.arange(T), torch.arange(20, 20 + T)])
-    cos, sin = _llama_cos_sin(n_heads, n_kv_heads, head_dim, theta, q, position_ids)
+    cos, sin = _llama_cos_sin(n_head, n_kv_head, head_dim, theta, q, position_ids)
     p = interleaved_to_half(head_dim)
     q_ref, k_ref = apply_rotary_pos_emb(q[..., p], k[..., p], cos, sin)
     positions = position_ids[:, None, :]
@@ -166,26 +166,26 @@ def test_t5_bias_equals_t5_attention_compute_bias(is_decoder, num_buckets, max_d
 # ALiBi against BLOOM
 # ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("n_heads", range(1, 65))
-def test_alibi_slopes_equal_bloom_build_alibi_tensor(n_heads):
-    bloom = build_alibi_tensor(torch.ones(1, 4, dtype=torch.long), n_heads, torch.float32)
-    assert bloom.shape == (n_heads, 1, 4)
-    torch.testing.assert_close(alibi_slopes(n_heads), bloom[:, 0, 1], atol=0, rtol=1e-6)
+@pytest.mark.parametrize("n_head", range(1, 65))
+def test_alibi_slopes_equal_bloom_build_alibi_tensor(n_head):
+    bloom = build_alibi_tensor(torch.ones(1, 4, dtype=torch.long), n_head, torch.float32)
+    assert bloom.shape == (n_head, 1, 4)
+    torch.testing.assert_close(alibi_slopes(n_head), bloom[:, 0, 1], atol=0, rtol=1e-6)
 
 
-@pytest.mark.parametrize("n_heads", [1, 5, 8, 12])
-def test_alibi_bias_gives_blooms_causal_attention(n_heads):
+@pytest.mark.parametrize("n_head", [1, 5, 8, 12])
+def test_alibi_bias_gives_blooms_causal_attention(n_head):
     """BLOOM adds m_h * j to row i; ALiBi's -m_h (i - j) on j <= i differs by -m_h * i, a
     constant per row, so the causal softmax is the same."""
     T = 16
-    ours = alibi_bias(n_heads, T)                                          # (H, T, T)
-    bloom = build_alibi_tensor(torch.ones(1, T, dtype=torch.long), n_heads, torch.float32)
-    slopes = alibi_slopes(n_heads)
+    ours = alibi_bias(n_head, T)                                          # (H, T, T)
+    bloom = build_alibi_tensor(torch.ones(1, T, dtype=torch.long), n_head, torch.float32)
+    slopes = alibi_slopes(n_head)
     causal = causal_mask(T)
     row_shift = -slopes[:, None, None] * torch.arange(T, dtype=torch.float32)[:, None]
     torch.testing.assert_close((ours - bloom)[:, causal], row_shift.expand(-1, T, T)[:, causal],
                                atol=1e-5, rtol=1e-6)
-    scores = _randn(n_heads, T, T, seed=n_heads)
+    scores = _randn(n_head, T, T, seed=n_head)
     ours_w = stable_softmax((scores + ours).masked_fill(~causal, float("-inf")))
     bloom_w = stable_softmax((scores + bloom).masked_fill(~causal, float("-inf")))
     torch.testing.assert_close(ours_w, bloom_w, **F32_TOL)

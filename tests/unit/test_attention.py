@@ -295,16 +295,16 @@ def test_split_heads_gives_head_h_its_own_column_slice():
 
 @FAST
 @given(batch=st.lists(st.integers(1, 3), max_size=2), T=st.integers(1, 5),
-       n_heads=st.integers(1, 4), d_head=st.integers(1, 4))
-def test_merge_heads_undoes_split_heads(batch, T, n_heads, d_head):
-    x = torch.randn(*batch, T, n_heads * d_head)
-    heads = split_heads(x, n_heads)
-    assert heads.shape == (*batch, n_heads, T, d_head)
+       n_head=st.integers(1, 4), head_size=st.integers(1, 4))
+def test_merge_heads_undoes_split_heads(batch, T, n_head, head_size):
+    x = torch.randn(*batch, T, n_head * head_size)
+    heads = split_heads(x, n_head)
+    assert heads.shape == (*batch, n_head, T, head_size)
     assert torch.equal(merge_heads(heads), x)
 
 
 def test_split_heads_rejects_a_width_not_divisible_by_the_heads():
-    with pytest.raises(ValueError, match="not divisible by n_heads=5"):
+    with pytest.raises(ValueError, match="not divisible by n_head=5"):
         split_heads(torch.randn(2, 3, 12), 5)
 
 
@@ -321,21 +321,21 @@ def test_repeat_kv_lets_query_head_h_use_kv_head_h_over_group_size():
 # MultiHeadAttention
 # ------------------------------------------------------------------------------------------
 
-def _mha(d_model=16, n_heads=4, n_kv_heads=None, seed=0, **kw):
+def _mha(n_embd=16, n_head=4, n_kv_head=None, seed=0, **kw):
     torch.manual_seed(seed)
-    return MultiHeadAttention(d_model, n_heads, n_kv_heads, **kw).double().eval()
+    return MultiHeadAttention(n_embd, n_head, n_kv_head, **kw).double().eval()
 
 
 def _reference_mha(mha, x, allowed=None):
     """Concat over heads of softmax(Q_h K_g^T/sqrt(d_h)) V_g with g = h // n_rep, then W_O."""
     B, T, _ = x.shape
-    dh = mha.d_head
+    dh = mha.head_size
     q, k, v = mha.q_proj(x), mha.k_proj(x), mha.v_proj(x)
     outs = []
     for b in range(B):
         heads = []
-        for h in range(mha.n_heads):
-            g = h // (mha.n_heads // mha.n_kv_heads)
+        for h in range(mha.n_head):
+            g = h // (mha.n_head // mha.n_kv_head)
             o, _ = _naive_attention(q[b, :, h * dh:(h + 1) * dh], k[b, :, g * dh:(g + 1) * dh],
                                     v[b, :, g * dh:(g + 1) * dh], allowed)
             heads.append(o)
@@ -343,15 +343,15 @@ def _reference_mha(mha, x, allowed=None):
     return mha.out_proj(torch.stack(outs))
 
 
-@pytest.mark.parametrize("n_kv_heads", [4, 2, 1])
-def test_mha_projection_shapes_for_mha_gqa_and_mqa(n_kv_heads):
-    mha = MultiHeadAttention(32, 4, n_kv_heads)
-    assert mha.d_head == 8
+@pytest.mark.parametrize("n_kv_head", [4, 2, 1])
+def test_mha_projection_shapes_for_mha_gqa_and_mqa(n_kv_head):
+    mha = MultiHeadAttention(32, 4, n_kv_head)
+    assert mha.head_size == 8
     assert mha.q_proj.weight.shape == (32, 32)
-    assert mha.k_proj.weight.shape == mha.v_proj.weight.shape == (n_kv_heads * 8, 32)
+    assert mha.k_proj.weight.shape == mha.v_proj.weight.shape == (n_kv_head * 8, 32)
     assert mha.out_proj.weight.shape == (32, 32)
     n_params = sum(p.numel() for p in mha.parameters())
-    assert n_params == 2 * (32 * 32 + 32) + 2 * (32 * n_kv_heads * 8 + n_kv_heads * 8)
+    assert n_params == 2 * (32 * 32 + 32) + 2 * (32 * n_kv_head * 8 + n_kv_head * 8)
 
 
 def test_mha_without_bias_has_no_bias_parameters():
@@ -359,10 +359,10 @@ def test_mha_without_bias_has_no_bias_parameters():
     assert all(p.dim() == 2 for p in mha.parameters())
 
 
-@pytest.mark.parametrize("n_kv_heads", [4, 2, 1])
+@pytest.mark.parametrize("n_kv_head", [4, 2, 1])
 @pytest.mark.parametrize("causal", [False, True])
-def test_mha_matches_the_head_by_head_reference(n_kv_heads, causal):
-    mha = _mha(n_kv_heads=n_kv_heads)
+def test_mha_matches_the_head_by_head_reference(n_kv_head, causal):
+    mha = _mha(n_kv_head=n_kv_head)
     x = _randn(2, 5, 16, seed=1)
     out, w = mha(x, is_causal=causal, need_weights=True)
     ref = _reference_mha(mha, x, causal_mask(5) if causal else None)
@@ -372,26 +372,26 @@ def test_mha_matches_the_head_by_head_reference(n_kv_heads, causal):
 
 
 def test_gqa_with_n_kv_heads_equal_to_n_heads_is_plain_mha():
-    plain, gqa = _mha(n_kv_heads=None, seed=3), _mha(n_kv_heads=4, seed=3)
+    plain, gqa = _mha(n_kv_head=None, seed=3), _mha(n_kv_head=4, seed=3)
     x = _randn(2, 6, 16, seed=1)
     torch.testing.assert_close(gqa(x, is_causal=True)[0], plain(x, is_causal=True)[0],
                                atol=0, rtol=0)
 
 
-@pytest.mark.parametrize("n_kv_heads", [2, 1])
-def test_gqa_and_mqa_equal_mha_with_expanded_kv_weights(n_kv_heads):
-    grouped = _mha(n_kv_heads=n_kv_heads, seed=5)
-    full = _mha(n_kv_heads=4, seed=6)
-    n_rep, dh = 4 // n_kv_heads, grouped.d_head
+@pytest.mark.parametrize("n_kv_head", [2, 1])
+def test_gqa_and_mqa_equal_mha_with_expanded_kv_weights(n_kv_head):
+    grouped = _mha(n_kv_head=n_kv_head, seed=5)
+    full = _mha(n_kv_head=4, seed=6)
+    n_rep, dh = 4 // n_kv_head, grouped.head_size
     with torch.no_grad():
         for name in ("q_proj", "out_proj"):
             getattr(full, name).load_state_dict(getattr(grouped, name).state_dict())
         for name in ("k_proj", "v_proj"):
             src, dst = getattr(grouped, name), getattr(full, name)
             # rows of KV head g, repeated for each of its n_rep query heads
-            dst.weight.copy_(src.weight.view(n_kv_heads, dh, 16)
+            dst.weight.copy_(src.weight.view(n_kv_head, dh, 16)
                              .repeat_interleave(n_rep, dim=0).reshape(16, 16))
-            dst.bias.copy_(src.bias.view(n_kv_heads, dh).repeat_interleave(n_rep, 0).reshape(16))
+            dst.bias.copy_(src.bias.view(n_kv_head, dh).repeat_interleave(n_rep, 0).reshape(16))
     x = _randn(3, 7, 16, seed=1)
     mask = _randn(3, 1, 7, 7, seed=2) > -1.0
     for need_weights in (False, True):
@@ -401,16 +401,16 @@ def test_gqa_and_mqa_equal_mha_with_expanded_kv_weights(n_kv_heads):
 
 
 @FAST
-@given(n_heads=st.sampled_from([1, 2, 4]), group=st.sampled_from([1, 2, 4]),
+@given(n_head=st.sampled_from([1, 2, 4]), group=st.sampled_from([1, 2, 4]),
        Tq=st.integers(1, 6), extra_keys=st.integers(0, 3), causal=st.booleans(),
        mask_kind=st.sampled_from(["none", "bool", "float"]), seed=st.integers(0, 99))
-def test_mha_fast_path_equals_explicit_path(n_heads, group, Tq, extra_keys, causal, mask_kind,
+def test_mha_fast_path_equals_explicit_path(n_head, group, Tq, extra_keys, causal, mask_kind,
                                             seed):
-    if n_heads % group:
+    if n_head % group:
         group = 1
-    mha = _mha(d_model=8 * n_heads, n_heads=n_heads, n_kv_heads=n_heads // group, seed=seed)
-    x = _randn(2, Tq, 8 * n_heads, seed=seed)
-    kv = _randn(2, Tq + extra_keys, 8 * n_heads, seed=seed + 1)
+    mha = _mha(n_embd=8 * n_head, n_head=n_head, n_kv_head=n_head // group, seed=seed)
+    x = _randn(2, Tq, 8 * n_head, seed=seed)
+    kv = _randn(2, Tq + extra_keys, 8 * n_head, seed=seed + 1)
     mask = None
     if mask_kind != "none":
         mask = _randn(2, 1, Tq, Tq + extra_keys, seed=seed + 2) > 0
@@ -420,7 +420,7 @@ def test_mha_fast_path_equals_explicit_path(n_heads, group, Tq, extra_keys, caus
     fast, none = mha(x, kv=kv, mask=mask, is_causal=causal)
     explicit, w = mha(x, kv=kv, mask=mask, is_causal=causal, need_weights=True)
     assert none is None
-    assert w.shape == (2, n_heads, Tq, Tq + extra_keys)
+    assert w.shape == (2, n_head, Tq, Tq + extra_keys)
     torch.testing.assert_close(fast, explicit, atol=1e-12, rtol=0)
 
 
@@ -434,7 +434,7 @@ def test_mha_fast_path_equals_explicit_path_in_float32():
 
 
 def test_causal_mha_output_at_t_ignores_tokens_after_t():
-    mha = _mha(n_kv_heads=2)
+    mha = _mha(n_kv_head=2)
     x = _randn(1, 8, 16, seed=1)
     y = x.clone()
     y[:, 5:] = _randn(1, 3, 16, seed=9)        # change the future of position 4
@@ -457,7 +457,7 @@ def test_mha_cross_attention_uses_kv_for_keys_and_values():
 
 @pytest.mark.parametrize("need_weights", [False, True])
 def test_mha_gradients_reach_every_parameter_and_the_input(need_weights):
-    mha = _mha(n_kv_heads=2).train()
+    mha = _mha(n_kv_head=2).train()
     x = _randn(2, 5, 16, seed=1).requires_grad_()
     out, _ = mha(x, is_causal=True, need_weights=need_weights)
     out.pow(2).mean().backward()
@@ -580,28 +580,18 @@ def test_attention_explorer_recomputes_on_sentence_and_mask_changes(plt):
     assert len(calls) == n_calls
 
 
-@pytest.mark.parametrize(("n_kv_heads", "is_causal", "masked"), [(2, False, False), (1, True, False), (2, False, True)])
-def test_fused_gqa_attention_reads_the_shared_kv_heads_without_copying_them(n_kv_heads, is_causal, masked):
+@pytest.mark.parametrize(("n_kv_head", "is_causal", "masked"), [(2, False, False), (1, True, False), (2, False, True)])
+def test_fused_gqa_attention_reads_the_shared_kv_heads_without_copying_them(n_kv_head, is_causal, masked):
     """The fused path lets each KV head serve its group of query heads as it is (enable_gqa):
     no tensor of H heads' keys is built, and the result equals the explicit path, which repeats."""
     from course_lib.profiling import record_memory
 
-    mha = _mha(d_model=32, n_heads=8, n_kv_heads=n_kv_heads)
+    mha = _mha(n_embd=32, n_head=8, n_kv_head=n_kv_head)
     q = torch.randn(1, 8, 1, 4, dtype=torch.float64)
-    k, v = torch.randn(2, 1, n_kv_heads, 2048, 4, dtype=torch.float64).unbind(0)
+    k, v = torch.randn(2, 1, n_kv_head, 2048, 4, dtype=torch.float64).unbind(0)
     mask = (torch.rand(1, 1, 1, 2048) > 0.5) if masked else None
     with record_memory() as mem:
         fused, _ = mha.attend(q, k, v, mask=mask, is_causal=is_causal)
     explicit, _ = mha.attend(q, k, v, mask=mask, is_causal=is_causal, need_weights=True)
     assert torch.allclose(fused, explicit, atol=1e-12)
     assert mem.largest_numel < 8 * 2048 * 4, f"a tensor of {mem.largest_shape} was created: K/V repeated to all heads"
-
-
-def test_multi_head_attention_takes_the_models_names_and_the_older_keywords():
-    new = MultiHeadAttention(n_embd=32, n_head=8, n_kv_head=2)
-    old = MultiHeadAttention(d_model=32, n_heads=8, n_kv_heads=2)
-    assert (new.n_embd, new.n_head, new.n_kv_head, new.head_size) == (32, 8, 2, 4)
-    assert (old.d_model, old.n_heads, old.n_kv_heads, old.d_head) == (32, 8, 2, 4)
-    assert old.state_dict().keys() == new.state_dict().keys()
-    with pytest.raises(TypeError, match="both n_heads= and n_head="):
-        MultiHeadAttention(32, n_head=8, n_heads=8)

@@ -463,9 +463,9 @@ def test_block_attention_largest_tensor_is_T_squared_over_n(n):
 # ------------------------------------------------------------------------------------------
 
 def _naive_linformer(layer, x):
-    """out_proj(concat_h softmax(Q_h (E K_h)^T / sqrt(d_head)) (F V_h)), one (b, h) at a time."""
+    """out_proj(concat_h softmax(Q_h (E K_h)^T / sqrt(head_size)) (F V_h)), one (b, h) at a time."""
     B, T, D = x.shape
-    H = layer.n_heads
+    H = layer.n_head
     dh = D // H
     Q, K, V = (x @ p.weight.T + p.bias for p in (layer.q_proj, layer.k_proj, layer.v_proj))
     E, F_ = layer.E[:, :T], layer.F[:, :T]
@@ -482,7 +482,7 @@ def _naive_linformer(layer, x):
 @pytest.mark.parametrize("T", [10, 6, 1])
 def test_linformer_matches_its_formula_from_its_own_parameters(T):
     torch.manual_seed(0)
-    layer = LinformerAttention(d_model=12, n_heads=3, seq_len=10, k=4).double()
+    layer = LinformerAttention(n_embd=12, n_head=3, seq_len=10, k=4).double()
     x = _randn(2, T, 12, seed=T)
     out, weights = layer(x)
     assert isinstance(layer, MultiHeadAttention)      # a drop-in for MHA: (out, weights)
@@ -498,7 +498,7 @@ def test_linformer_with_k_equal_to_T_and_identity_projections_is_dense_attention
 
 
 def test_linformer_rejects_causal_masks_and_sequences_longer_than_seq_len():
-    layer = LinformerAttention(d_model=8, n_heads=2, seq_len=6, k=3)
+    layer = LinformerAttention(n_embd=8, n_head=2, seq_len=6, k=3)
     x = torch.randn(1, 6, 8)
     with pytest.raises(ValueError, match="not causal"):
         layer(x, is_causal=True)
@@ -507,7 +507,7 @@ def test_linformer_rejects_causal_masks_and_sequences_longer_than_seq_len():
     with pytest.raises(ValueError, match="length 7 is longer than seq_len=6"):
         layer(torch.randn(1, 7, 8))
     with pytest.raises(ValueError, match="k=7 > seq_len=6"):
-        LinformerAttention(d_model=8, n_heads=2, seq_len=6, k=7)
+        LinformerAttention(n_embd=8, n_head=2, seq_len=6, k=7)
     with pytest.raises(ValueError, match="E and F must both have shape"):
         linformer_attention(x, x, x, torch.eye(5), torch.eye(5))
 
@@ -526,13 +526,13 @@ def test_kv_cache_bytes_for_gpt3_from_the_notes():
     assert kv_cache_bytes(96, 1, 128, 4) * 96 == kv_cache_bytes(96, 96, 128, 4)
 
 
-@pytest.mark.parametrize(("layers", "heads", "d_head", "nbytes", "tokens"), [
+@pytest.mark.parametrize(("layers", "heads", "head_size", "nbytes", "tokens"), [
     (1, 1, 1, 1, 1), (12, 12, 64, 2, 1024), (32, 8, 128, 2, 4096), (2, 3, 5, 4, 7),
     (4, 2, 8, 1, 0)])
-def test_kv_cache_bytes_is_two_times_layers_heads_d_head_bytes_tokens(layers, heads, d_head,
+def test_kv_cache_bytes_is_two_times_layers_heads_d_head_bytes_tokens(layers, heads, head_size,
                                                                       nbytes, tokens):
-    got = kv_cache_bytes(layers, heads, d_head, nbytes, n_tokens=tokens)
-    assert got == 2 * layers * heads * d_head * nbytes * tokens
+    got = kv_cache_bytes(layers, heads, head_size, nbytes, n_tokens=tokens)
+    assert got == 2 * layers * heads * head_size * nbytes * tokens
     assert isinstance(got, int)
 
 
@@ -543,15 +543,15 @@ def test_kv_cache_bytes_defaults_to_two_bytes_and_one_token_and_allows_half_byte
     assert kv_cache_bytes(1, 1, 1, 0.25) == 0.5
 
 
-@pytest.mark.parametrize(("n_kv_heads", "dtype"), [(4, torch.float32), (2, torch.float32),
+@pytest.mark.parametrize(("n_kv_head", "dtype"), [(4, torch.float32), (2, torch.float32),
                                                    (1, torch.float32), (2, F64)])
-def test_kv_cache_bytes_equals_the_bytes_of_k_and_v_in_multi_head_attention(n_kv_heads, dtype):
+def test_kv_cache_bytes_equals_the_bytes_of_k_and_v_in_multi_head_attention(n_kv_head, dtype):
     B, T = 3, 5
-    mha = MultiHeadAttention(32, 4, n_kv_heads).to(dtype)
+    mha = MultiHeadAttention(32, 4, n_kv_head).to(dtype)
     with torch.no_grad():
         _, k, v = mha.project_qkv(torch.randn(B, T, 32, dtype=dtype))
     stored = k.numel() * k.element_size() + v.numel() * v.element_size()
-    expected = kv_cache_bytes(1, n_kv_heads, mha.d_head, torch.finfo(dtype).bits // 8, n_tokens=T)
+    expected = kv_cache_bytes(1, n_kv_head, mha.head_size, torch.finfo(dtype).bits // 8, n_tokens=T)
     assert stored == B * expected
 
 

@@ -122,7 +122,7 @@ def test_sinusoidal_every_row_has_norm_sqrt_d_over_2():
 
 
 @pytest.mark.parametrize(("args", "match"), [
-    ((-1, 8), "seq_len"), ((4, 0), "d_model"), ((4, 8, 0.0), "base"), ((4, 8, -2.0), "base"),
+    ((-1, 8), "seq_len"), ((4, 0), "n_embd"), ((4, 8, 0.0), "base"), ((4, 8, -2.0), "base"),
 ])
 def test_sinusoidal_rejects_bad_arguments(args, match):
     with pytest.raises(ValueError, match=match):
@@ -136,7 +136,7 @@ def test_sinusoidal_rejects_bad_arguments(args, match):
 @pytest.mark.parametrize("positional", ["learned", "sinusoidal"])
 def test_embedding_output_is_token_row_plus_position_row(positional):
     torch.manual_seed(0)
-    emb = TokenAndPositionEmbedding(vocab_size=20, d_model=8, max_len=10, positional=positional)
+    emb = TokenAndPositionEmbedding(vocab_size=20, n_embd=8, max_len=10, positional=positional)
     ids = torch.tensor([[3, 3, 19, 0], [5, 6, 7, 8]])
     out = emb(ids)
     assert out.shape == (2, 4, 8)
@@ -187,7 +187,7 @@ def test_embedding_rejects_ids_out_of_range_with_a_clear_message():
     ({"max_len": 0}, "max_len"), ({"vocab_size": 0}, "vocab_size"),
 ])
 def test_embedding_rejects_bad_configuration(kwargs, match):
-    config = {"vocab_size": 20, "d_model": 8, "max_len": 4, **kwargs}
+    config = {"vocab_size": 20, "n_embd": 8, "max_len": 4, **kwargs}
     with pytest.raises(ValueError, match=match):
         TokenAndPositionEmbedding(**config)
 

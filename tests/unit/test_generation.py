@@ -308,10 +308,10 @@ def test_a_model_that_is_not_a_course_gpt_is_refused():
 # the attention layers alone
 # ------------------------------------------------------------------------------------------
 
-def _attention(cls, n_kv_heads, seed=0):
+def _attention(cls, n_kv_head, seed=0):
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        return cls(16, 4, n_kv_heads).eval()
+        return cls(16, 4, n_kv_head).eval()
 
 
 def _x(B=2, T=7, seed=0):

@@ -2,9 +2,9 @@
 and how GPT.forward(idx, cache=...) checks the cache it is given.
 
 Pinned here:
-- memory: k and v are preallocated buffers of shape (n_layers, batch_size, n_kv_heads, max_len,
-  d_head) in the requested dtype; `nbytes` is batch_size x kv_cache_bytes(n_layers, n_kv_heads,
-  d_head, element size, max_len) for float32 / float16 / bfloat16 and MHA / GQA / MQA; a GQA or
+- memory: k and v are preallocated buffers of shape (n_layer, batch_size, n_kv_head, max_len,
+  head_size) in the requested dtype; `nbytes` is batch_size x kv_cache_bytes(n_layer, n_kv_head,
+  head_size, element size, max_len) for float32 / float16 / bfloat16 and MHA / GQA / MQA; a GQA or
   MQA model's cache (KVCache.for_model) is n_head / n_kv_head times smaller than the MHA one;
   `bytes_used` grows linearly with the number of tokens held;
 - `update(layer, k, v)` writes at the layer's next positions, into the preallocated storage (no
@@ -13,7 +13,7 @@ Pinned here:
 - `reorder(indices)` selects, repeats and permutes batch rows (batch 1 -> 3 beams included) and
   keeps the length; `reset()` forgets the tokens and keeps the memory;
 - clear errors, whose messages name the problem: a full cache (KVCacheFullError, a ValueError,
-  which leaves the cache as it was), a wrong head count (with the GQA hint), a wrong d_head, a
+  which leaves the cache as it was), a wrong head count (with the GQA hint), a wrong head_size, a
   3-D k, k and v of different shapes, a wrong dtype, a wrong device, a bad layer index, bad
   reorder indices and bad constructor arguments;
 - GPT.forward refuses a cache made for another model, for another batch size, an object that is
@@ -32,7 +32,7 @@ from course_lib.kv_cache import KVCache, KVCacheFullError, LayerKVCache
 from course_lib.model import GPT, GPTConfig
 
 TINY = {"vocab_size": 23, "block_size": 8, "n_layer": 2, "n_head": 4, "n_embd": 16}
-# (n_layers, batch_size, n_kv_heads, max_len, d_head)
+# (n_layer, batch_size, n_kv_head, max_len, head_size)
 SIZES = (2, 3, 4, 6, 8)
 
 
@@ -58,8 +58,8 @@ def _ids(B, T, seed=0):
 
 def _fill(cache, T, seed=0):
     """Append T positions to every layer; returns the (k, v) appended to each layer."""
-    pairs = [_kv(cache.batch_size, cache.n_kv_heads, T, cache.d_head, seed=seed + i, dtype=cache.dtype)
-             for i in range(cache.n_layers)]
+    pairs = [_kv(cache.batch_size, cache.n_kv_head, T, cache.head_size, seed=seed + i, dtype=cache.dtype)
+             for i in range(cache.n_layer)]
     for i, (k, v) in enumerate(pairs):
         cache.update(i, k, v)
     return pairs
@@ -75,19 +75,19 @@ def test_buffers_are_preallocated_with_shape_layers_batch_heads_max_len_d_head()
     assert cache.v.shape == SIZES, f"v has shape {tuple(cache.v.shape)}, expected {SIZES}"
     assert cache.k.dtype == cache.v.dtype == torch.float32, "the default dtype is float32"
     assert cache.k.data_ptr() != cache.v.data_ptr(), "k and v share their storage"
-    assert (cache.n_layers, cache.batch_size, cache.n_kv_heads, cache.max_len, cache.d_head) == SIZES, \
+    assert (cache.n_layer, cache.batch_size, cache.n_kv_head, cache.max_len, cache.head_size) == SIZES, \
         f"the size attributes of {cache!r}"
     assert cache.length == len(cache) == 0, "a new cache holds no tokens"
     assert cache.bytes_used == 0, "a new cache uses no bytes"
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("n_kv_heads", [4, 2, 1], ids=["MHA", "GQA", "MQA"])
-def test_nbytes_is_batch_size_times_kv_cache_bytes(dtype, n_kv_heads):
-    n_layers, B, max_len, d_head = 3, 2, 5, 8
-    cache = KVCache(n_layers, B, n_kv_heads, max_len, d_head, dtype=dtype)
+@pytest.mark.parametrize("n_kv_head", [4, 2, 1], ids=["MHA", "GQA", "MQA"])
+def test_nbytes_is_batch_size_times_kv_cache_bytes(dtype, n_kv_head):
+    n_layer, B, max_len, head_size = 3, 2, 5, 8
+    cache = KVCache(n_layer, B, n_kv_head, max_len, head_size, dtype=dtype)
     element_size = torch.tensor([], dtype=dtype).element_size()
-    expected = B * kv_cache_bytes(n_layers, n_kv_heads, d_head, element_size, max_len)
+    expected = B * kv_cache_bytes(n_layer, n_kv_head, head_size, element_size, max_len)
     assert cache.dtype == cache.k.dtype == cache.v.dtype == dtype, f"buffers are {cache.k.dtype}, not {dtype}"
     assert cache.nbytes == expected, f"nbytes {cache.nbytes:,}, formula {expected:,}"
     assert cache.nbytes == cache.k.nbytes + cache.v.nbytes, "nbytes is not what the buffers hold"
@@ -97,7 +97,7 @@ def test_for_model_reads_the_sizes_dtype_and_device_from_the_model():
     model = _gpt(n_kv_head=2).double()
     cache = KVCache.for_model(model, batch_size=3)
     c = model.config
-    assert (cache.n_layers, cache.batch_size, cache.n_kv_heads, cache.max_len, cache.d_head) == (
+    assert (cache.n_layer, cache.batch_size, cache.n_kv_head, cache.max_len, cache.head_size) == (
         c.n_layer, 3, c.n_kv_head, c.block_size, c.head_size), f"sizes of {cache!r}"
     assert cache.dtype == torch.float64, f"the cache has dtype {cache.dtype}, the model float64"
     assert cache.device == next(model.parameters()).device, f"the cache is on {cache.device}"
@@ -122,8 +122,8 @@ def test_gqa_and_mqa_caches_are_n_head_over_n_kv_head_times_smaller_than_the_mha
 
 def test_bytes_used_grows_linearly_with_the_number_of_tokens_held():
     cache = KVCache(*SIZES)
-    n_layers, B, H, max_len, d = SIZES
-    per_token = B * kv_cache_bytes(n_layers, H, d, 4, 1)
+    n_layer, B, H, max_len, d = SIZES
+    per_token = B * kv_cache_bytes(n_layer, H, d, 4, 1)
     for t in range(1, max_len + 1):
         _fill(cache, 1, seed=t)
         assert cache.bytes_used == t * per_token, f"after {t} tokens: {cache.bytes_used:,} B"
@@ -259,7 +259,7 @@ def _bad_kv():
     return {
         "head-count": (_kv(H=2)[0], _kv(H=2)[1], ValueError,
                        r"n_kv_head=4.*got \(3, 2, 1, 8\)\. .*before they are repeated .*\(GQA/MQA\)"),
-        "d_head": (_kv(d=6)[0], _kv(d=6)[1], ValueError, r"head_size=8\) with T >= 1, got \(3, 4, 1, 6\)"),
+        "head_size": (_kv(d=6)[0], _kv(d=6)[1], ValueError, r"head_size=8\) with T >= 1, got \(3, 4, 1, 6\)"),
         "batch": (_kv(B=2)[0], _kv(B=2)[1], ValueError, r"batch_size=3.*got \(2, 4, 1, 8\)"),
         "3-D": (k.flatten(1, 2), v.flatten(1, 2), ValueError, r"Split the heads first: \(B, T, H\*d\)"),
         "empty": (k[:, :, :0], v[:, :, :0], ValueError, r"T >= 1, got \(3, 4, 0, 8\)"),
@@ -315,15 +315,15 @@ def test_bad_reorder_indices_are_refused_and_leave_the_cache_alone(indices, erro
 
 @pytest.mark.parametrize(("kwargs", "error", "match"), [
     ({"max_len": 0}, ValueError, r"max_len must be an integer >= 1 \(the most tokens the cache holds\), got 0"),
-    ({"n_layers": 0}, ValueError, "n_layer must be an integer >= 1, got 0"),
+    ({"n_layer": 0}, ValueError, "n_layer must be an integer >= 1, got 0"),
     ({"batch_size": 2.0}, ValueError, "batch_size must be an integer >= 1, got 2.0"),
-    ({"n_kv_heads": True}, ValueError, "n_kv_head must be an integer >= 1, got True"),
-    ({"d_head": -4}, ValueError, "head_size must be an integer >= 1, got -4"),
+    ({"n_kv_head": True}, ValueError, "n_kv_head must be an integer >= 1, got True"),
+    ({"head_size": -4}, ValueError, "head_size must be an integer >= 1, got -4"),
     ({"dtype": torch.int64}, TypeError, r"dtype must be a floating torch.dtype \(the model's\), got torch.int64"),
     ({"dtype": "float32"}, TypeError, "dtype must be a floating torch.dtype"),
 ])
 def test_bad_constructor_arguments_are_refused_with_a_message_naming_them(kwargs, error, match):
-    sizes = dict(zip(("n_layers", "batch_size", "n_kv_heads", "max_len", "d_head"), SIZES, strict=True))
+    sizes = dict(zip(("n_layer", "batch_size", "n_kv_head", "max_len", "head_size"), SIZES, strict=True))
     with pytest.raises(error, match=match):
         KVCache(**{**sizes, **kwargs})
 
@@ -333,7 +333,7 @@ def test_bad_constructor_arguments_are_refused_with_a_message_naming_them(kwargs
 # ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("other", [{"n_layer": 3}, {"n_kv_head": 2}, {"n_embd": 32}],
-                         ids=["layers", "kv-heads", "d_head"])
+                         ids=["layers", "kv-heads", "head_size"])
 def test_a_cache_made_for_another_model_is_refused(other):
     model = _gpt()
     cache = KVCache.for_model(_gpt(**other), batch_size=1)
@@ -396,15 +396,6 @@ def test_a_cache_in_another_dtype_than_the_model_is_refused():
 
 
 # --- one vocabulary, and the interface between the model and its cache ----------------------
-
-def test_the_cache_takes_the_models_names_and_the_older_keywords():
-    new = KVCache(n_layer=2, batch_size=1, n_kv_head=3, max_len=5, head_size=4)
-    old = KVCache(n_layers=2, batch_size=1, n_kv_heads=3, max_len=5, d_head=4)
-    assert (new.n_layer, new.n_kv_head, new.head_size) == (old.n_layer, old.n_kv_head, old.head_size) == (2, 3, 4)
-    assert (old.n_layers, old.n_kv_heads, old.d_head) == (2, 3, 4), "the older names read the same sizes"
-    with pytest.raises(TypeError, match="both n_layers= and n_layer="):
-        KVCache(n_layer=2, n_layers=2, batch_size=1, n_kv_head=3, max_len=5, head_size=4)
-
 
 def test_the_model_talks_to_any_cache_with_the_decoder_cache_interface():
     """A cache of another design (here: one that concatenates) works with GPT through

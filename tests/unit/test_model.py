@@ -108,7 +108,7 @@ def _alibi_by_hand(H, T):
 
 def _causal_attention_by_hand(attn, x, *, alibi=False, rope_base=None):
     B, T, _ = x.shape
-    H, Hkv, dh = attn.n_heads, attn.n_kv_heads, attn.d_head
+    H, Hkv, dh = attn.n_head, attn.n_kv_head, attn.head_size
     q = attn.q_proj(x).view(B, T, H, dh).transpose(1, 2)
     k = attn.k_proj(x).view(B, T, Hkv, dh).transpose(1, 2)
     v = attn.v_proj(x).view(B, T, Hkv, dh).transpose(1, 2)

@@ -155,17 +155,17 @@ def _linear(x, layer):
     return x @ layer.weight.T + (0 if layer.bias is None else layer.bias)
 
 
-def _split(y, n_heads):
-    """(B, T, n_heads * d_h) -> (B, n_heads, T, d_h): head h gets columns h*d_h : (h+1)*d_h."""
-    d_h = y.shape[-1] // n_heads
-    return torch.stack([y[..., h * d_h:(h + 1) * d_h] for h in range(n_heads)], dim=1)
+def _split(y, n_head):
+    """(B, T, n_head * d_h) -> (B, n_head, T, d_h): head h gets columns h*d_h : (h+1)*d_h."""
+    d_h = y.shape[-1] // n_head
+    return torch.stack([y[..., h * d_h:(h + 1) * d_h] for h in range(n_head)], dim=1)
 
 
 @torch.no_grad()
 def _naive_qkv(mha, x):
-    return (_split(_linear(x, mha.q_proj), mha.n_heads),
-            _split(_linear(x, mha.k_proj), mha.n_kv_heads),
-            _split(_linear(x, mha.v_proj), mha.n_kv_heads))
+    return (_split(_linear(x, mha.q_proj), mha.n_head),
+            _split(_linear(x, mha.k_proj), mha.n_kv_head),
+            _split(_linear(x, mha.v_proj), mha.n_kv_head))
 
 
 @torch.no_grad()
@@ -241,10 +241,10 @@ def _naive_shaw(mod, q, k, v, allowed, added):
 
 def _naive_txl(mod, q, k, v, allowed, added):
     """A_ij = q_i.k_j + q_i.r_(i-j) + u.k_j + v.r_(i-j) (the paper's terms (a)-(d)), scaled by
-    1/sqrt(d_h); r_(i-j) = W_(k,R) R_(i-j), R the sinusoid of d_model channels."""
+    1/sqrt(d_h); r_(i-j) = W_(k,R) R_(i-j), R the sinusoid of n_embd channels."""
     (B, H, Tq, d_h), (H_kv, Tk) = q.shape, k.shape[1:3]
     u, v_bias, W_R = mod.u.detach(), mod.v.detach(), mod.r_proj.weight.detach()
-    r = {delta: W_R @ _naive_sinusoid(delta, mod.d_model, mod.base)
+    r = {delta: W_R @ _naive_sinusoid(delta, mod.n_embd, mod.base)
          for delta in range(1 - Tq, Tk)}                      # every i - j that occurs
 
     def score(b, h, g, i, j):
@@ -464,13 +464,13 @@ def test_half_layout_is_the_interleaved_rotation_on_permuted_channels(d):
 # RotaryMultiHeadAttention
 # ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("n_kv_heads", [None, 1])
+@pytest.mark.parametrize("n_kv_head", [None, 1])
 @pytest.mark.parametrize("is_causal", [False, True])
 @pytest.mark.parametrize("need_weights", [True, False])
 @pytest.mark.parametrize(("offset", "base"), [(0, 10000.0), (37, 100.0)])
-def test_rotary_mha_is_mha_with_q_and_k_rotated_per_head(n_kv_heads, is_causal, need_weights,
+def test_rotary_mha_is_mha_with_q_and_k_rotated_per_head(n_kv_head, is_causal, need_weights,
                                                           offset, base):
-    mod = _randomize(RotaryMultiHeadAttention(16, 4, n_kv_heads, base=base), seed=10)
+    mod = _randomize(RotaryMultiHeadAttention(16, 4, n_kv_head, base=base), seed=10)
     x = _randn(2, 5, 16, seed=11)
     positions = torch.arange(offset, offset + 5)
     out, weights = mod(x, is_causal=is_causal, need_weights=need_weights,
@@ -479,9 +479,9 @@ def test_rotary_mha_is_mha_with_q_and_k_rotated_per_head(n_kv_heads, is_causal, 
     q, k = _naive_rope(q, positions, base), _naive_rope(k, positions, base)
 
     def score(b, h, g, i, j):
-        return float(q[b, h, i] @ k[b, g, j]) / math.sqrt(mod.d_head)
+        return float(q[b, h, i] @ k[b, g, j]) / math.sqrt(mod.head_size)
 
-    ref, ref_w = _naive_attend((2, 4, mod.n_kv_heads, 5, 5), score,
+    ref, ref_w = _naive_attend((2, 4, mod.n_kv_head, 5, 5), score,
                                lambda b, h, g, i, j: v[b, g, j],
                                (lambda b, i, j: j <= i) if is_causal else (lambda b, i, j: True),
                                lambda b, i, j: 0.0)
@@ -513,12 +513,12 @@ def test_rotary_mha_depends_on_the_positions_it_is_given():
     assert not torch.allclose(out, permuted), "positions are not only an offset here: outputs differ"
 
 
-@pytest.mark.parametrize("n_heads", [4, 2])
-def test_rotary_mha_takes_one_row_of_positions_per_sequence(n_heads):
+@pytest.mark.parametrize("n_head", [4, 2])
+def test_rotary_mha_takes_one_row_of_positions_per_sequence(n_head):
     """(B, T) positions, like transformers' position_ids, give each sequence its own row, also
-    when B == n_heads (they must not be broadcast against the heads of q (B, H, T, d_h))."""
+    when B == n_head (they must not be broadcast against the heads of q (B, H, T, d_h))."""
     torch.manual_seed(0)
-    mod = RotaryMultiHeadAttention(16, n_heads).double()
+    mod = RotaryMultiHeadAttention(16, n_head).double()
     x = torch.randn(2, 5, 16, dtype=torch.float64)
     positions = torch.stack([torch.arange(5), torch.arange(7, 12)])          # (B, T) = (2, 5)
     out, _ = mod(x, positions=positions, is_causal=True)
@@ -557,16 +557,16 @@ def test_alibi_slopes_match_the_papers_get_slopes(n):
     torch.testing.assert_close(alibi_slopes(n), expected, atol=0, rtol=1e-6)
 
 
-@pytest.mark.parametrize(("n_heads", "T", "Tk"), [(1, 1, None), (4, 6, None), (3, 5, 5),
+@pytest.mark.parametrize(("n_head", "T", "Tk"), [(1, 1, None), (4, 6, None), (3, 5, 5),
                                                   (8, 2, 7), (5, 1, 9)])
-def test_alibi_bias_is_minus_slope_times_distance(n_heads, T, Tk):
-    bias = alibi_bias(n_heads, T, Tk=Tk)
+def test_alibi_bias_is_minus_slope_times_distance(n_head, T, Tk):
+    bias = alibi_bias(n_head, T, Tk=Tk)
     Tk = T if Tk is None else Tk
-    m = _paper_alibi_slopes(n_heads)
-    assert bias.shape == (n_heads, T, Tk)
+    m = _paper_alibi_slopes(n_head)
+    assert bias.shape == (n_head, T, Tk)
     assert bias.dtype == torch.float32
     expected = torch.tensor([[[-m[h] * abs((Tk - T + i) - j) for j in range(Tk)]
-                              for i in range(T)] for h in range(n_heads)])
+                              for i in range(T)] for h in range(n_head)])
     torch.testing.assert_close(bias, expected, atol=0, rtol=1e-6)
 
 
@@ -627,7 +627,7 @@ def test_t5_buckets_keep_the_shape_and_accept_any_integer_dtype():
 def test_t5_bias_is_one_scalar_per_bucket_and_head(bidirectional, Tq, Tk):
     bias_mod = _randomize(T5RelativeBias(3, bidirectional=bidirectional, num_buckets=8,
                                          max_distance=16), seed=16)
-    W = bias_mod.relative_attention_bias.weight.detach()               # (num_buckets, n_heads)
+    W = bias_mod.relative_attention_bias.weight.detach()               # (num_buckets, n_head)
     bias = bias_mod(Tq, Tk)
     assert bias.shape == (3, Tq, Tk)
     expected = torch.tensor([[[W[_naive_bucket(j - (Tk - Tq + i), bidirectional, 8, 16), h]
@@ -660,7 +660,7 @@ def test_t5_bias_as_the_float_mask_of_mha_equals_the_naive_loop(bidirectional, i
 
     def score(b, h, g, i, j):
         bucket = _naive_bucket(j - i, bidirectional, 8, 16)
-        return float(q[b, h, i] @ k[b, g, j]) / math.sqrt(mha.d_head) + float(W[bucket, h])
+        return float(q[b, h, i] @ k[b, g, j]) / math.sqrt(mha.head_size) + float(W[bucket, h])
 
     ref, ref_w = _naive_attend((2, H, H, T, T), score, lambda b, h, g, i, j: v[b, g, j],
                                (lambda b, i, j: j <= i) if is_causal else (lambda b, i, j: True),
@@ -699,13 +699,13 @@ RELATIVE = {
 
 
 @pytest.mark.parametrize("kind", sorted(RELATIVE))
-@pytest.mark.parametrize("n_kv_heads", [None, 2])
+@pytest.mark.parametrize("n_kv_head", [None, 2])
 @pytest.mark.parametrize("mask_kind", MASKS)
 @pytest.mark.parametrize("need_weights", [True, False])
-def test_relative_attention_forward_equals_the_naive_loop(kind, n_kv_heads, mask_kind,
+def test_relative_attention_forward_equals_the_naive_loop(kind, n_kv_head, mask_kind,
                                                           need_weights):
     make, naive = RELATIVE[kind]
-    mod = _randomize(make(n_kv_heads), seed=24)
+    mod = _randomize(make(n_kv_head), seed=24)
     B, T = 2, 6                                  # Shaw clips at k = 2 < T - 1
     x = _randn(B, T, 16, seed=25)
     mask, is_causal, allowed, added = _mask_case(mask_kind, B, T, T)
@@ -770,12 +770,12 @@ def test_a_fully_masked_query_gets_a_zero_head_output_like_mha(kind, need_weight
 
 
 def test_shaw_adds_2_times_2k_plus_1_times_d_head_parameters_shared_by_the_heads():
-    for d_model, n_heads, n_kv_heads, k in [(32, 4, None, 3), (32, 4, 2, 0), (24, 3, 1, 16)]:
-        shaw = ShawRelativeAttention(d_model, n_heads, k, n_kv_heads)
-        d_head = d_model // n_heads
-        assert shaw.rel_k.shape == shaw.rel_v.shape == (2 * k + 1, d_head)
-        extra = _n_params(shaw) - _n_params(MultiHeadAttention(d_model, n_heads, n_kv_heads))
-        assert extra == 2 * (2 * k + 1) * d_head, (d_model, n_heads, k, extra)
+    for n_embd, n_head, n_kv_head, k in [(32, 4, None, 3), (32, 4, 2, 0), (24, 3, 1, 16)]:
+        shaw = ShawRelativeAttention(n_embd, n_head, k, n_kv_head)
+        head_size = n_embd // n_head
+        assert shaw.rel_k.shape == shaw.rel_v.shape == (2 * k + 1, head_size)
+        extra = _n_params(shaw) - _n_params(MultiHeadAttention(n_embd, n_head, n_kv_head))
+        assert extra == 2 * (2 * k + 1) * head_size, (n_embd, n_head, k, extra)
 
 
 def test_each_shaw_layer_has_its_own_tables():
@@ -841,7 +841,7 @@ def test_gradients_reach_the_relative_position_parameters(kind, names, need_weig
     lambda: rope_frequencies(7),
     lambda: rope_rotation_matrix(1, 3),
     lambda: interleaved_to_half(5),
-    lambda: RotaryMultiHeadAttention(12, 4),                 # d_head = 3
+    lambda: RotaryMultiHeadAttention(12, 4),                 # head_size = 3
 ], ids=["apply_rope", "apply_rope_d0", "frequencies", "rotation_matrix", "interleaved_to_half",
         "rotary_mha"])
 def test_rope_rejects_an_odd_head_dim(make):
@@ -913,10 +913,10 @@ def test_relative_positions_rejects_fewer_keys_than_queries():
 
 
 @pytest.mark.parametrize(("make", "match"), [
-    (lambda: alibi_slopes(0), r"n_heads must be a positive integer, got 0"),
-    (lambda: alibi_bias(0, 4), r"n_heads must be a positive integer, got 0"),
-    (lambda: alibi_slopes(True), r"n_heads must be a positive integer, got True"),
-    (lambda: T5RelativeBias(0), r"n_heads must be a positive integer, got 0"),
+    (lambda: alibi_slopes(0), r"n_head must be a positive integer, got 0"),
+    (lambda: alibi_bias(0, 4), r"n_head must be a positive integer, got 0"),
+    (lambda: alibi_slopes(True), r"n_head must be a positive integer, got True"),
+    (lambda: T5RelativeBias(0), r"n_head must be a positive integer, got 0"),
     (lambda: ShawRelativeAttention(16, 0, 2), r"not divisible by n_head=0"),
     (lambda: TransformerXLRelativeAttention(16, 0), r"not divisible by n_head=0"),
     (lambda: RotaryMultiHeadAttention(16, 0), r"not divisible by n_head=0"),

@@ -20,7 +20,7 @@ VOCAB = 11
 
 def _model(scheme: str, block_size: int = 8, seed: int = 0) -> PositionalLM:
     torch.manual_seed(seed)
-    return PositionalLM(LMConfig(VOCAB, scheme, block_size=block_size, n_layer=2, n_head=2, d_model=16))
+    return PositionalLM(LMConfig(VOCAB, scheme, block_size=block_size, n_layer=2, n_head=2, n_embd=16))
 
 
 def _text(n: int = 4000, seed: int = 0) -> torch.Tensor:
@@ -101,7 +101,7 @@ def test_the_four_terms_add_up_to_the_first_layers_scores(scheme):
     n, p = model.token_and_position(ids)
     with torch.no_grad():
         q, k, _ = block.attn.project_qkv(block.ln_attn(n + p))
-    torch.testing.assert_close(sum(terms.values()), q @ k.mT / block.attn.d_head ** 0.5, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(sum(terms.values()), q @ k.mT / block.attn.head_size ** 0.5, atol=1e-5, rtol=1e-5)
 
 
 def test_the_four_terms_need_a_model_that_adds_positions():

@@ -14,11 +14,11 @@ _ONE_HOT = """
 
 _TOKEN_POSITION = """
     class TokenPositionEmbedding(nn.Module):
-        def __init__(self, vocab_size, d_model, max_len):
+        def __init__(self, vocab_size, n_embd, max_len):
             super().__init__()
             self.max_len = max_len
-            self.token_emb = nn.Embedding(vocab_size, d_model)
-            self.pos_emb = nn.Embedding(max_len, d_model)
+            self.token_emb = nn.Embedding(vocab_size, n_embd)
+            self.pos_emb = nn.Embedding(max_len, n_embd)
 
         def forward(self, ids):
             T = ids.shape[-1]
@@ -28,10 +28,10 @@ _TOKEN_POSITION = """
 """
 
 _SINUSOIDAL = """
-    def sinusoidal_pe(seq_len, d_model, base=10000.0):
+    def sinusoidal_pe(seq_len, n_embd, base=10000.0):
         p = torch.arange(seq_len, dtype=torch.float32)[:, None]
-        omega = base ** (-torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
-        pe = torch.zeros(seq_len, d_model)
+        omega = base ** (-torch.arange(0, n_embd, 2, dtype=torch.float32) / n_embd)
+        pe = torch.zeros(seq_len, n_embd)
         pe[:, 0::2] = torch.sin(p * omega)
         pe[:, 1::2] = torch.cos(p * omega)
         return pe
@@ -72,16 +72,16 @@ WRONG: dict[str, list[str]] = {
                "assert T <= self.max_len, (",),
     ],
     "sinusoidal_answer": [
-        mutate(_SINUSOIDAL, "torch.arange(0, d_model, 2, dtype=torch.float32) / d_model",
-               "torch.arange(d_model // 2, dtype=torch.float32) / d_model"),  # i/D, not 2i/D
+        mutate(_SINUSOIDAL, "torch.arange(0, n_embd, 2, dtype=torch.float32) / n_embd",
+               "torch.arange(n_embd // 2, dtype=torch.float32) / n_embd"),  # i/D, not 2i/D
         mutate(_SINUSOIDAL, "base ** (", "10000.0 ** ("),  # ignores the base argument
         mutate(_SINUSOIDAL, "return pe", "return pe.double()"),  # float64, not float32
         mutate(_SINUSOIDAL, "torch.arange(seq_len, dtype=torch.float32)",
                "torch.arange(1, seq_len + 1, dtype=torch.float32)"),  # positions from 1, as the notes
         """
-        def sinusoidal_pe(seq_len, d_model, base=10000.0):  # sines in the first half, cosines after
+        def sinusoidal_pe(seq_len, n_embd, base=10000.0):  # sines in the first half, cosines after
             p = torch.arange(seq_len, dtype=torch.float32)[:, None]
-            omega = base ** (-torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
+            omega = base ** (-torch.arange(0, n_embd, 2, dtype=torch.float32) / n_embd)
             return torch.cat([torch.sin(p * omega), torch.cos(p * omega)], dim=-1)
         """,
     ],
@@ -121,11 +121,11 @@ RIGHT: dict[str, str] = {
         class TokenPositionEmbedding(nn.Module):
             TOO_LONG: Final = "the sequence is too long: {} tokens, max_len is {}"
 
-            def __init__(self, vocab_size: int, d_model: int, max_len: int) -> None:
+            def __init__(self, vocab_size: int, n_embd: int, max_len: int) -> None:
                 super().__init__()
                 self.max_len = max_len
-                self.token_emb = nn.Embedding(vocab_size, d_model)
-                self.pos_emb = nn.Embedding(max_len, d_model)
+                self.token_emb = nn.Embedding(vocab_size, n_embd)
+                self.pos_emb = nn.Embedding(max_len, n_embd)
 
             def forward(self, input: torch.Tensor) -> torch.Tensor:  # PyTorch's name for it
                 *_, T = input.shape
@@ -139,16 +139,16 @@ RIGHT: dict[str, str] = {
 
 
         @lru_cache(maxsize=None)
-        def _inverse_frequency(i: int, d_model: int, base: float) -> float:
-            return base ** (-2 * i / d_model)
+        def _inverse_frequency(i: int, n_embd: int, base: float) -> float:
+            return base ** (-2 * i / n_embd)
 
 
-        def sinusoidal_pe(seq_len, d_model, base=10000.0):
+        def sinusoidal_pe(seq_len, n_embd, base=10000.0):
             rows = []
             for p in range(seq_len):
                 row = []
-                for i in range(d_model // 2):
-                    angle = p * _inverse_frequency(i, d_model, base)  # Python floats: float64
+                for i in range(n_embd // 2):
+                    angle = p * _inverse_frequency(i, n_embd, base)  # Python floats: float64
                     row += [math.sin(angle), math.cos(angle)]
                 rows.append(row)
             return torch.tensor(rows, dtype=torch.float32)

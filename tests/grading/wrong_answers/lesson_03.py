@@ -43,9 +43,9 @@ _ATTENTION = """
 """
 
 _HEADS = """
-    def split_heads(x, n_heads):
+    def split_heads(x, n_head):
         B, T, D = x.shape
-        return x.reshape(B, T, n_heads, D // n_heads).transpose(1, 2)
+        return x.reshape(B, T, n_head, D // n_head).transpose(1, 2)
 
 
     def merge_heads(x):
@@ -116,12 +116,12 @@ WRONG: dict[str, list[str]] = {
                "            mask = allowed if mask is None else mask & allowed\n        if mask is not None:\n"),
     ],
     "heads_answer": [
-        mutate(_HEADS, "x.reshape(B, T, n_heads, D // n_heads).transpose(1, 2)",
-               "x.reshape(B, n_heads, T, D // n_heads)"),  # a plain reshape mixes positions
+        mutate(_HEADS, "x.reshape(B, T, n_head, D // n_head).transpose(1, 2)",
+               "x.reshape(B, n_head, T, D // n_head)"),  # a plain reshape mixes positions
         mutate(_HEADS, "x.transpose(1, 2).reshape(B, T, H * d_h)",
                "x.reshape(B, T, H * d_h)"),  # merge without the transpose
-        mutate(_HEADS, "x.reshape(B, T, n_heads, D // n_heads).transpose(1, 2)",
-               "x.reshape(B, T, D // n_heads, n_heads).permute(0, 3, 1, 2)"),  # every H-th column
+        mutate(_HEADS, "x.reshape(B, T, n_head, D // n_head).transpose(1, 2)",
+               "x.reshape(B, T, D // n_head, n_head).permute(0, 3, 1, 2)"),  # every H-th column
         mutate(_HEADS, "x.transpose(1, 2).reshape(B, T, H * d_h)",
                "x.permute(0, 2, 3, 1).reshape(B, T, H * d_h)"),  # interleaves the heads' columns
     ],
@@ -182,8 +182,8 @@ RIGHT: dict[str, str] = {
     # idiom: a %%time cell magic
     "heads_answer": """
         %%time
-        def split_heads(x, n_heads):
-            return torch.stack(x.chunk(n_heads, dim=-1), dim=1)
+        def split_heads(x, n_head):
+            return torch.stack(x.chunk(n_head, dim=-1), dim=1)
 
 
         def merge_heads(x):

@@ -24,10 +24,10 @@ _GQA_FOLD = """
 """
 
 _KV = """
-    def kv_cache_bytes(n_layers, n_kv_heads, d_head, bytes_per_value=2, n_tokens=1):
-        if n_layers < 1 or n_kv_heads < 1 or d_head < 1 or n_tokens < 0:
+    def kv_cache_bytes(n_layer, n_kv_head, head_size, bytes_per_value=2, n_tokens=1):
+        if n_layer < 1 or n_kv_head < 1 or head_size < 1 or n_tokens < 0:
             raise ValueError("bad arguments")
-        return 2 * n_layers * n_kv_heads * d_head * bytes_per_value * n_tokens
+        return 2 * n_layer * n_kv_head * head_size * bytes_per_value * n_tokens
 """
 
 _LOCAL = """
@@ -39,14 +39,14 @@ _LOCAL = """
 """
 
 _COVER = """
-    def head_block_masks(T, n_blocks, n_heads):
+    def head_block_masks(T, n_blocks, n_head):
         if n_blocks < 1 or T % n_blocks != 0:
             raise ValueError("n_blocks must divide T")
-        if n_heads < n_blocks:
+        if n_head < n_blocks:
             raise ValueError("too few heads")
         block = torch.arange(T) // (T // n_blocks)
         masks = []
-        for h in range(n_heads):
+        for h in range(n_head):
             perm = torch.tensor([(b + h) % n_blocks for b in range(n_blocks)])
             masks.append(perm[block][:, None] == block[None, :])
         return torch.stack(masks)
@@ -136,8 +136,8 @@ WRONG: dict[str, list[str]] = {
         """,
     ],
     "kv_bytes_answer": [
-        mutate(_KV, "return 2 * n_layers", "return n_layers"),  # counts the keys only, not K and V
-        mutate(_KV, "return 2 * n_layers * ", "return 2 * "),  # one layer's cache, not all layers
+        mutate(_KV, "return 2 * n_layer", "return n_layer"),  # counts the keys only, not K and V
+        mutate(_KV, "return 2 * n_layer * ", "return 2 * "),  # one layer's cache, not all layers
         mutate(_KV, "or n_tokens < 0", "or n_tokens < 1"),  # zero tokens raise instead of 0 bytes
         mutate(_KV, "bytes_per_value=2", "bytes_per_value=4"),  # float32 default, not bfloat16
         mutate(_KV, "* n_tokens\n", "* n_tokens / 1\n"),  # a float number of bytes
@@ -154,14 +154,14 @@ WRONG: dict[str, list[str]] = {
     ],
     "block_cover_answer": [
         """
-        def head_block_masks(T, n_blocks, n_heads):  # the notes' A, B, C: identity, then swaps
+        def head_block_masks(T, n_blocks, n_head):  # the notes' A, B, C: identity, then swaps
             if n_blocks < 1 or T % n_blocks != 0:
                 raise ValueError("n_blocks must divide T")
-            if n_heads < n_blocks:
+            if n_head < n_blocks:
                 raise ValueError("too few heads")
             block = torch.arange(T) // (T // n_blocks)
             masks = []
-            for h in range(n_heads):
+            for h in range(n_head):
                 perm = list(range(n_blocks))
                 if 0 < h < n_blocks:
                     perm[h - 1], perm[h] = perm[h], perm[h - 1]
@@ -170,10 +170,10 @@ WRONG: dict[str, list[str]] = {
             return torch.stack(masks)
         """,
         mutate(_COVER, "(b + h) % n_blocks", "b"),  # every head the same (identity) permutation
-        mutate(_COVER, "(b + h) % n_blocks", "(b + h) % n_heads"),  # shifts mod n_heads: not a perm
+        mutate(_COVER, "(b + h) % n_blocks", "(b + h) % n_head"),  # shifts mod n_head: not a perm
         mutate(_COVER, "block = torch.arange(T) // (T // n_blocks)",
                "block = torch.arange(T) // T"),  # the notes' divisor T: every position in block 0
-        mutate(_COVER, """        if n_heads < n_blocks:
+        mutate(_COVER, """        if n_head < n_blocks:
             raise ValueError("too few heads")
 """, ""),  # too few heads return masks that do not cover everything
         mutate(_COVER, "return torch.stack(masks)", "return torch.stack(masks).float()"),  # not bool
@@ -243,14 +243,14 @@ RIGHT: dict[str, str] = {
         import operator
         from functools import reduce
 
-        def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, bytes_per_value: int = 2,
+        def kv_cache_bytes(n_layer: int, n_kv_head: int, head_size: int, bytes_per_value: int = 2,
                            n_tokens: int = 1) -> int:
-            for what, value, least in (("n_layers", n_layers, 1), ("n_kv_heads", n_kv_heads, 1),
-                                       ("d_head", d_head, 1), ("n_tokens", n_tokens, 0)):
+            for what, value, least in (("n_layer", n_layer, 1), ("n_kv_head", n_kv_head, 1),
+                                       ("head_size", head_size, 1), ("n_tokens", n_tokens, 0)):
                 if value < least:
                     raise ValueError(f"{what} must be >= {least}, got {value}")
             k_and_v = 2
-            return reduce(operator.mul, (k_and_v, n_layers, n_kv_heads, d_head, bytes_per_value,
+            return reduce(operator.mul, (k_and_v, n_layer, n_kv_head, head_size, bytes_per_value,
                                          n_tokens), 1)
     """,
     "local_mask_answer": """
@@ -262,15 +262,15 @@ RIGHT: dict[str, str] = {
             return torch.tensor(rows, dtype=torch.bool).reshape(T, T)
     """,
     "block_cover_answer": """
-        def head_block_masks(T, n_blocks, n_heads):
+        def head_block_masks(T, n_blocks, n_head):
             # a Latin square by reflection: head h sends query block b to key block (h - b) mod n
             if n_blocks < 1 or T % n_blocks:
                 raise ValueError("T must split into n_blocks equal blocks")
-            if n_heads < n_blocks:
-                raise ValueError(f"{n_heads} heads cover at most {n_heads}/{n_blocks} of the pairs")
+            if n_head < n_blocks:
+                raise ValueError(f"{n_head} heads cover at most {n_head}/{n_blocks} of the pairs")
             size = T // n_blocks
-            out = torch.zeros(n_heads, T, T, dtype=torch.bool)
-            for h in range(n_heads):
+            out = torch.zeros(n_head, T, T, dtype=torch.bool)
+            for h in range(n_head):
                 for b in range(n_blocks):
                     key = (h - b) % n_blocks
                     out[h, b * size:(b + 1) * size, key * size:(key + 1) * size] = True
@@ -317,17 +317,17 @@ FORBIDDEN: dict[str, str] = {
             return torch.stack(outs, dim=1)
     """,
     "kv_bytes_answer": """
-        def kv_cache_bytes(n_layers, n_kv_heads, d_head, bytes_per_value=2, n_tokens=1):
-            return ref.kv_cache_bytes(n_layers, n_kv_heads, d_head, bytes_per_value, n_tokens)
+        def kv_cache_bytes(n_layer, n_kv_head, head_size, bytes_per_value=2, n_tokens=1):
+            return ref.kv_cache_bytes(n_layer, n_kv_head, head_size, bytes_per_value, n_tokens)
     """,
     "local_mask_answer": """
         def local_mask(T, c):
             return ref.local_mask(T, c)
     """,
     "block_cover_answer": """
-        def head_block_masks(T, n_blocks, n_heads):
+        def head_block_masks(T, n_blocks, n_head):
             return torch.stack([ref.block_mask(T, n_blocks, [(b + h) % n_blocks for b in range(n_blocks)])
-                                for h in range(n_heads)])
+                                for h in range(n_head)])
     """,
     "banded_answer": """
         def banded_attention(q, k, v, c):

@@ -43,21 +43,21 @@ _ROPE = """
 """
 
 _ALIBI = """
-    def alibi_slopes(n_heads):
+    def alibi_slopes(n_head):
         def pow2(n):
             start = 2.0 ** (-8.0 / n)
             return [start ** (h + 1) for h in range(n)]
 
-        below = 2 ** int(math.floor(math.log2(n_heads)))
+        below = 2 ** int(math.floor(math.log2(n_head)))
         slopes = pow2(below)
-        if below < n_heads:
-            slopes += pow2(2 * below)[0::2][: n_heads - below]
+        if below < n_head:
+            slopes += pow2(2 * below)[0::2][: n_head - below]
         return torch.tensor(slopes)
 
-    def alibi_bias(n_heads, T):
+    def alibi_bias(n_head, T):
         p = torch.arange(T)
         dist = (p[None, :] - p[:, None]).abs().float()
-        return -alibi_slopes(n_heads)[:, None, None] * dist
+        return -alibi_slopes(n_head)[:, None, None] * dist
 """
 
 _T5 = """
@@ -164,24 +164,24 @@ WRONG: dict[str, list[str]] = {
     ],
     "alibi_answer": [
         # the power-of-two rule for every head count
-        mutate(_ALIBI, "slopes = pow2(below)\n        if below < n_heads:\n"
-               "            slopes += pow2(2 * below)[0::2][: n_heads - below]",
-               "slopes = pow2(n_heads)"),
+        mutate(_ALIBI, "slopes = pow2(below)\n        if below < n_head:\n"
+               "            slopes += pow2(2 * below)[0::2][: n_head - below]",
+               "slopes = pow2(n_head)"),
         # every other slope of 2n', starting from the second
         mutate(_ALIBI, "[0::2]", "[1::2]"),
         # the notes' 1/2^(h+1) for every head count
         """
-        def alibi_slopes(n_heads):
-            return torch.tensor([2.0 ** -(h + 1) for h in range(n_heads)])
+        def alibi_slopes(n_head):
+            return torch.tensor([2.0 ** -(h + 1) for h in range(n_head)])
 
-        def alibi_bias(n_heads, T):
+        def alibi_bias(n_head, T):
             p = torch.arange(T)
             dist = (p[None, :] - p[:, None]).abs().float()
-            return -alibi_slopes(n_heads)[:, None, None] * dist
+            return -alibi_slopes(n_head)[:, None, None] * dist
         """,
         # a reward, not a penalty: +m |i - j|
-        mutate(_ALIBI, "return -alibi_slopes(n_heads)[:, None, None] * dist",
-               "return alibi_slopes(n_heads)[:, None, None] * dist"),
+        mutate(_ALIBI, "return -alibi_slopes(n_head)[:, None, None] * dist",
+               "return alibi_slopes(n_head)[:, None, None] * dist"),
         # signed distance j - i: not symmetric
         mutate(_ALIBI, "(p[None, :] - p[:, None]).abs().float()", "(p[:, None] - p[None, :]).float()"),
     ],
@@ -266,19 +266,19 @@ RIGHT: dict[str, str] = {
         import math as _math
 
 
-        def alibi_slopes(n_heads: int) -> torch.Tensor:
-            n = 1 << (n_heads.bit_length() - 1)
+        def alibi_slopes(n_head: int) -> torch.Tensor:
+            n = 1 << (n_head.bit_length() - 1)
             ratio = 2.0 ** (-8.0 / n)
             slopes = [ratio ** h for h in range(1, n + 1)]
             finer = 2.0 ** (-8.0 / (2 * n))
-            slopes += [finer ** h for h in range(1, 2 * n + 1, 2)][: n_heads - n]
+            slopes += [finer ** h for h in range(1, 2 * n + 1, 2)][: n_head - n]
             return torch.tensor(slopes, dtype=torch.float32)
 
 
-        def alibi_bias(n_heads: int, T: int) -> torch.Tensor:
+        def alibi_bias(n_head: int, T: int) -> torch.Tensor:
             i = torch.arange(T).view(T, 1)
             j = torch.arange(T).view(1, T)
-            return torch.stack([-m * (i - j).abs().float() for m in alibi_slopes(n_heads).tolist()])
+            return torch.stack([-m * (i - j).abs().float() for m in alibi_slopes(n_head).tolist()])
     """,
 }
 
@@ -304,8 +304,8 @@ FORBIDDEN: dict[str, str] = {
     """,
     "t5_attention_answer": """
         def t5_attention(q, k, v, bias_table, bidirectional=False, max_distance=128):
-            n_buckets, n_heads = bias_table.shape
-            t5 = ref.T5RelativeBias(n_heads, bidirectional=bidirectional, num_buckets=n_buckets,
+            n_buckets, n_head = bias_table.shape
+            t5 = ref.T5RelativeBias(n_head, bidirectional=bidirectional, num_buckets=n_buckets,
                                     max_distance=max_distance).to(bias_table.dtype)
             with torch.no_grad():
                 t5.relative_attention_bias.weight.copy_(bias_table)
@@ -317,10 +317,10 @@ FORBIDDEN: dict[str, str] = {
             return ref.apply_rope(x, positions, base)
     """,
     "alibi_answer": """
-        def alibi_slopes(n_heads):
-            return ref.alibi_slopes(n_heads)
+        def alibi_slopes(n_head):
+            return ref.alibi_slopes(n_head)
 
-        def alibi_bias(n_heads, T):
-            return ref.alibi_bias(n_heads, T)
+        def alibi_bias(n_head, T):
+            return ref.alibi_bias(n_head, T)
     """,
 }

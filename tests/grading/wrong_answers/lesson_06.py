@@ -17,14 +17,14 @@ _LAYER_NORM = """
 
 _FFN = """
     class FeedForward(nn.Module):
-        def __init__(self, d_model, d_ff, activation="relu", bias=True):
+        def __init__(self, n_embd, d_ff, activation="relu", bias=True):
             super().__init__()
             acts = {"relu": nn.ReLU(), "gelu": nn.GELU(), "gelu_tanh": nn.GELU(approximate="tanh")}
             if activation not in acts:
                 raise ValueError(f"activation must be relu, gelu or gelu_tanh, not {activation!r}")
-            self.fc = nn.Linear(d_model, d_ff, bias=bias)
+            self.fc = nn.Linear(n_embd, d_ff, bias=bias)
             self.act = acts[activation]
-            self.proj = nn.Linear(d_ff, d_model, bias=bias)
+            self.proj = nn.Linear(d_ff, n_embd, bias=bias)
 
         def forward(self, x):
             return self.proj(self.act(self.fc(x)))
@@ -111,7 +111,7 @@ WRONG: dict[str, list[str]] = {
     ],
     "ffn_answer": [
         mutate(_FFN, '"gelu": nn.GELU(), ', '"gelu": nn.GELU(approximate="tanh"), '),  # GPT-2's for both
-        mutate(_FFN, "nn.Linear(d_model, d_ff, bias=bias)", "nn.Linear(d_model, d_ff)"),  # fc keeps a bias
+        mutate(_FFN, "nn.Linear(n_embd, d_ff, bias=bias)", "nn.Linear(n_embd, d_ff)"),  # fc keeps a bias
         mutate(_FFN, """            if activation not in acts:
                 raise ValueError(f"activation must be relu, gelu or gelu_tanh, not {activation!r}")
             """, "            "),  # no ValueError: a KeyError for an unknown activation
@@ -227,7 +227,7 @@ RIGHT: dict[str, str] = {
         }
 
         class FeedForward(nn.Module):
-            def __init__(self, d_model, d_ff, activation="relu", bias=True):
+            def __init__(self, n_embd, d_ff, activation="relu", bias=True):
                 super().__init__()
                 try:
                     layer, options = _ACTIVATIONS[activation]
@@ -235,8 +235,8 @@ RIGHT: dict[str, str] = {
                     raise ValueError(f"unknown activation {activation!r}: use one of "
                                      f"{', '.join(_ACTIVATIONS)}") from None
                 self.activation = getattr(nn, layer)(**options)
-                self.fc = nn.Linear(d_model, d_ff, bias)
-                self.proj = nn.Linear(d_ff, d_model, bias)
+                self.fc = nn.Linear(n_embd, d_ff, bias)
+                self.proj = nn.Linear(d_ff, n_embd, bias)
                 self._n_linear = sum(isinstance(m, nn.Linear) for m in self.modules())
 
             def forward(self, x):
@@ -333,8 +333,8 @@ FORBIDDEN: dict[str, str] = {
     """,
     "ffn_answer": """
         class FeedForward(ref.MLP):
-            def __init__(self, d_model, d_ff, activation="relu", bias=True):
-                super().__init__(GPTConfig(vocab_size=1, n_embd=d_model, n_head=1, d_ff=d_ff,
+            def __init__(self, n_embd, d_ff, activation="relu", bias=True):
+                super().__init__(GPTConfig(vocab_size=1, n_embd=n_embd, n_head=1, d_ff=d_ff,
                                            activation=activation, bias=bias))
     """,
     "block_answer": """
