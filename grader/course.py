@@ -1,5 +1,5 @@
 """A course folder and every path the grader reads or writes in it, built in one place (as
-nbgrader's `CourseDirectory` builds its own).
+nbgrader's `CourseDirectory` builds its own), and the configuration nbgrader reads there.
 
     solutions/<lesson>/             the instructor's notebooks (hidden tests included)
     notebooks/<lesson>/             the release learners get (`make release`)
@@ -75,3 +75,20 @@ class Course:
 
     def feedback(self, student: str, lesson: str) -> Path:
         return self.root / "feedback" / student / lesson
+
+
+def nbgrader_config(root: Path):
+    """The configuration `nbgrader` reads when it runs in the course folder `root`: every
+    nbgrader_config.py on Jupyter's config path (~/.jupyter, /etc/jupyter, ...), then the course's
+    own, which wins (traitlets' order, as nbgrader's apps load them)."""
+    from jupyter_core.paths import jupyter_config_path
+    from traitlets.config import Config
+    from traitlets.config.loader import ConfigFileNotFound, PyFileConfigLoader
+
+    config = Config()
+    for folder in [*reversed(jupyter_config_path()), str(root)]:
+        try:
+            config.merge(PyFileConfigLoader("nbgrader_config.py", path=folder).load_config())
+        except ConfigFileNotFound:
+            continue
+    return config

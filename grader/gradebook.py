@@ -104,16 +104,19 @@ def merge_submission(source: Path, destination: Path, lesson: str, student: str)
 
 
 def has_assignment(db: Path, lesson: str) -> bool:
+    """Whether the gradebook at `db` has the lesson as `nbgrader generate_assignment` leaves it, with
+    its notebooks. `nbgrader db assignment add LESSON --duedate=...` adds the assignment alone (its
+    due date), which autograde cannot grade against until generate_assignment (which keeps the due
+    date) adds the notebooks."""
     from nbgrader.api import Gradebook, MissingEntry
 
     if not Path(db).exists():
         return False
     with Gradebook(url(db)) as gb:
         try:
-            gb.find_assignment(lesson)
+            return bool(gb.find_assignment(lesson).notebooks)
         except MissingEntry:
             return False
-    return True
 
 
 def lesson_scores(root: Path, lesson: str, db: Path | None = None) -> tuple[dict[str, float], float]:

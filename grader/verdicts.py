@@ -18,7 +18,8 @@ answer can do; this module takes the verdict itself out of its reach:
    made as many checks as the reference, of the same kinds, and each passed.
 4. `apply` lowers to 0 the gradebook score of every cell that fails here and writes why into the
    graded notebook. It never raises a score. It flags a replaced grading machinery, a kernel
-   that computed expected values, and unreadable records.
+   that computed expected values, and unreadable records. A late submission's penalty, which
+   nbgrader set from the kernel's scores, is set again from the lowered ones (`late_penalty_again`).
 """
 
 from __future__ import annotations
@@ -126,9 +127,10 @@ def apply(root: Path, lesson: str, student: str, notebook: str,
 
     from grader import gradebook
 
-    flags, overturned = [], {}
+    flags, overturned, lowered = [], {}, False
     stem = Path(notebook).stem
-    with Gradebook(gradebook.url(db or gradebook.main_db(root))) as gb:
+    db_url = gradebook.url(db or gradebook.main_db(root))
+    with Gradebook(db_url) as gb:
         for cell, (failure, notes) in verdicts.items():
             flags += [f"{cell}: before this test cell ran, the kernel's {note} (the verdicts are the grader's "
                       "replay, not the kernel's); review by hand" for note in notes if note.startswith(MACHINERY)]
@@ -145,11 +147,15 @@ def apply(root: Path, lesson: str, student: str, notebook: str,
             if score > 0:
                 grade.auto_score = 0.0
                 overturned[cell] = failure
+                lowered = True
             elif " checks ran" not in failure:  # a value that failed: the first reason, before any later error
                 overturned[cell] = failure
             if UNREADABLE_RECORD in notes:
                 flags.append(f"{cell}: {failure[:300]}; scored 0, review by hand")
         gb.db.commit()
+        late = lowered and gb.find_submission(lesson, student).total_seconds_late > 0
+    if late:
+        late_penalty_again(root, lesson, student, stem, db_url)
     if overturned:  # the feedback shows why the cell scored 0
         path = Course(root).autograded(student, lesson) / notebook
         if path.exists():
@@ -163,3 +169,17 @@ def apply(root: Path, lesson: str, student: str, notebook: str,
                                                                traceback=[f"AssertionError: {message}"]))
             nbformat.write(nb, path)
     return flags
+
+
+def late_penalty_again(root: Path, lesson: str, student: str, notebook: str, db_url: str) -> None:
+    """Set a late notebook's penalty again, from its scores after the replay. `nbgrader autograde`
+    sets it (AssignLatePenalties, with the configured LateSubmissionPlugin) from the kernel's scores,
+    where every check passes: left so, a late wrong answer would lose the points it never kept (with
+    nbgrader's "zero" method, a total below 0). This runs nbgrader's own preprocessor again, with
+    the configuration nbgrader read for the course."""
+    from nbgrader.preprocessors import AssignLatePenalties
+
+    from grader.course import nbgrader_config
+
+    resources = {"nbgrader": {"notebook": notebook, "assignment": lesson, "student": student, "db_url": db_url}}
+    AssignLatePenalties(config=nbgrader_config(root)).preprocess(nbformat.v4.new_notebook(), resources)

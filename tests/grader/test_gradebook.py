@@ -117,3 +117,44 @@ def test_a_student_new_to_the_course_gradebook_is_added(tmp_path):
     with Gradebook(gradebook.url(main)) as gb:
         student = gb.find_student("cy")
         assert (student.first_name, student.email) == ("Cy", "cy@example.org")
+
+
+def test_an_assignment_added_only_for_its_due_date_is_not_yet_released(tmp_path):
+    """`nbgrader db assignment add 00_setup --duedate=...` before `make release` (a fresh clone has
+    no gradebook.db) adds the assignment without notebooks: the batch must still run
+    generate_assignment (which keeps the due date), or every submission is an autograde error."""
+    db = tmp_path / "gradebook.db"
+    with Gradebook(gradebook.url(db)) as gb:
+        gb.add_assignment("00_setup", duedate=datetime.datetime(2026, 12, 1, 12, 0))
+    assert not gradebook.has_assignment(db, "00_setup")
+    _course_gradebook(tmp_path / "released.db")
+    assert gradebook.has_assignment(tmp_path / "released.db", "00_setup")
+    assert not gradebook.has_assignment(tmp_path / "released.db", "01_tokenization")
+
+
+def test_a_merge_keeps_the_students_names_and_copies_the_late_penalty(tmp_path):
+    """Students added by `nbgrader db student add/import` keep their names and emails when a
+    submission's gradebook (where nbgrader may have created the student bare) is merged back;
+    the submission's timestamp, extension and late penalty come with its grades."""
+    due = datetime.datetime(2026, 11, 20, 12, 0)
+    job = _course_gradebook(tmp_path / "job.db")
+    main = _course_gradebook(tmp_path / "main.db")
+    for db in (job, main):
+        with Gradebook(gradebook.url(db)) as gb:
+            gb.update_or_create_assignment("00_setup", duedate=due)
+    with Gradebook(gradebook.url(main)) as gb:
+        gb.add_student("bob", first_name="Bob", last_name="Babbage", email="bob@example.org")
+    with Gradebook(gradebook.url(job)) as gb:
+        gb.add_student("bob")
+        gb.add_submission("00_setup", "bob", timestamp=due + datetime.timedelta(hours=2),
+                          extension=datetime.timedelta(hours=1))
+        gb.find_grade("a_visible", "00_setup", "00_setup", "bob").auto_score = 2.0
+        gb.find_submission_notebook("00_setup", "00_setup", "bob").late_submission_penalty = 2.0
+        gb.db.commit()
+    assert gradebook.merge_submission(job, main, "00_setup", "bob")
+    with Gradebook(gradebook.url(main)) as gb:
+        student = gb.find_student("bob")
+        assert (student.first_name, student.last_name, student.email) == ("Bob", "Babbage", "bob@example.org")
+        submission = gb.find_submission("00_setup", "bob")
+        assert submission.total_seconds_late == 3600.0
+        assert submission.late_submission_penalty == 2.0
