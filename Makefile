@@ -15,6 +15,10 @@ TEST_THREADS ?= 1
 # Optional extra index for torch, e.g. TORCH_INDEX=https://download.pytorch.org/whl/cpu on a
 # CPU-only Linux machine (PyPI's torch wheel for Linux bundles CUDA, several GB).
 TORCH_INDEX ?=
+# A class with nbgrader's exchange: COURSE_EXCHANGE=/path/to/exchange (nbgrader_config.py reads it). With it,
+# `make lab` puts tools/exchange-jupyter/ first on JUPYTER_CONFIG_PATH: the Nbgrader menu with its Assignment
+# List (fetch, submit, feedback), no Formgrader or Create Assignment; without it, no Nbgrader menu at all.
+LAB_CONFIG_PATH := $(if $(COURSE_EXCHANGE),$(CURDIR)/tools/exchange-jupyter)
 # nbgrader runs `alembic` from PATH when it creates a gradebook, so the venv must be on PATH.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
@@ -36,7 +40,7 @@ $(STAMP): pyproject.toml constraints.txt Makefile tools/jupyterlab-overrides.jso
 		$(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -e ".[course,test]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name llm-course --display-name "LLM internals (.venv)"
 	@# This JupyterLab only: no news pop-up, and no nbgrader course/assignment lists (they need an
-	@# exchange this course does not use: grading is `make autograde`).
+	@# exchange; `make lab COURSE_EXCHANGE=DIR` turns the assignment list back on, see LAB_CONFIG_PATH).
 	@mkdir -p $(VENV)/share/jupyter/lab/settings
 	@cp tools/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	@$(BIN)/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader:assignment-list >/dev/null 2>&1
@@ -56,8 +60,8 @@ setup: $(STAMP)
 
 lab: $(STAMP)
 	@echo "JupyterLab will print its URL below (open the one with /lab?token=...). Ctrl-C stops it."
-	$(BIN)/jupyter lab --no-browser --allow-root --ip=127.0.0.1 --port=$(PORT) \
-		--ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks
+	$(if $(LAB_CONFIG_PATH),JUPYTER_CONFIG_PATH="$(LAB_CONFIG_PATH)") $(BIN)/jupyter lab --no-browser --allow-root \
+		--ip=127.0.0.1 --port=$(PORT) --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks
 
 formgrader: $(STAMP)
 	@echo "JupyterLab for instructors (Nbgrader menu, Formgrader, Create Assignment). Ctrl-C stops it."

@@ -3,6 +3,8 @@
 The preprocessors named here live in grader/nbgrader_plugins.py.
 """
 
+import os
+
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.converters import Autograde, GenerateAssignment
 from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades, SaveAutoGrades
@@ -20,6 +22,15 @@ c = get_config()  # noqa: F821 (provided by traitlets)
 c.CourseDirectory.course_id = "llm-internals"
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "notebooks"
+
+# nbgrader's exchange (release_assignment, fetch_assignment, submit, collect, release_feedback,
+# fetch_feedback, the learners' Assignments tab): COURSE_EXCHANGE names its folder, for the
+# instructor and every learner alike (README, "With nbgrader's exchange"). No default of ours:
+# a class that collects submissions by hand into submitted/ needs none, and unset leaves
+# nbgrader's own (/usr/local/share/nbgrader/exchange, or what /etc/jupyter/nbgrader_config.py
+# says on a shared server), which an administrator creates once, writable by everyone.
+if os.environ.get("COURSE_EXCHANGE"):
+    c.Exchange.root = os.path.abspath(os.environ["COURSE_EXCHANGE"])
 
 # Per-cell limit while autograding. grader/autograde.py adds a hard wall-clock limit per
 # submission, because a loop that catches BaseException survives nbgrader's interrupt.

@@ -136,6 +136,81 @@ def test_the_formgrader_is_for_instructors_only(tmp_path):
         assert not hidden & disabled, f"`make formgrader` still hides {sorted(hidden & disabled)}"
 
 
+EXCHANGE_CONFIG = ROOT / "tools" / "exchange-jupyter"  # `make lab COURSE_EXCHANGE=DIR` puts it first
+
+
+def _released(tmp_path: Path, monkeypatch) -> tuple[Path, Path]:
+    """(a learner's course folder, an exchange, in COURSE_EXCHANGE) with lesson 00 released to it."""
+    from grader import processes
+
+    exchange, course = tmp_path / "exchange", tmp_path / "course"
+    (course / "notebooks").mkdir(parents=True)
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "notebooks" / LESSON, course / "notebooks" / LESSON)
+    monkeypatch.setenv("COURSE_EXCHANGE", str(exchange))
+    done = processes.nbgrader(course, "release_assignment", LESSON)
+    assert done.returncode == 0, done.stdout
+    return course, exchange
+
+
+def test_with_an_exchange_learners_get_the_assignment_list_and_nothing_else(tmp_path, monkeypatch):
+    """`make lab COURSE_EXCHANGE=DIR` (tools/exchange-jupyter/ first on JUPYTER_CONFIG_PATH): the
+    Nbgrader menu with its Assignment List, which lists the lessons released to that exchange;
+    still no Formgrader, Create Assignment or course list. Without COURSE_EXCHANGE, `make lab` is
+    the plain learners' JupyterLab (the test above)."""
+    course, exchange = _released(tmp_path, monkeypatch)
+
+    def lab_command(value: str) -> str:  # the line of `make lab`'s recipe that starts JupyterLab
+        shown = subprocess.run(["make", "-n", "lab", f"COURSE_EXCHANGE={value}"], cwd=ROOT, capture_output=True,
+                               text=True, check=True).stdout
+        return next(line for line in shown.splitlines() if "/jupyter lab " in line)
+
+    assert "JUPYTER_CONFIG_PATH" not in lab_command(""), lab_command("")
+    assert lab_command(str(exchange)).startswith(f'JUPYTER_CONFIG_PATH="{EXCHANGE_CONFIG}" '), lab_command(str(exchange))
+
+    shown = {"@jupyter/nbgrader:assignment-list", "@jupyter/nbgrader:menu"}
+    hidden = {"@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment", "@jupyter/nbgrader:course-list"}
+    with _jupyterlab(tmp_path, root=course, JUPYTER_CONFIG_PATH=str(EXCHANGE_CONFIG)) as (base, token):
+        disabled = set(_page_config(base, token)["disabledExtensions"])
+        assert not shown & disabled, f"with an exchange, learners lack {sorted(shown & disabled)}"
+        assert hidden <= disabled, f"with an exchange, learners see nbgrader's {sorted(hidden - disabled)}"
+        assert _status(f"{base}/formgrader?token={token}") == 404
+        with urllib.request.urlopen(f"{base}/assignments?course_id=llm-internals&token={token}", timeout=60) as r:
+            listed = json.loads(r.read())
+    assert listed["success"], listed
+    assert [(a["assignment_id"], a["status"]) for a in listed["value"]] == [(LESSON, "released")], listed
+
+
+def test_with_an_exchange_a_learner_fetches_and_submits_from_the_assignments_tab(tmp_path, monkeypatch,
+                                                                                 browser_path):
+    """Nbgrader → Assignment List (the menu's only item), Fetch, then Submit: the lesson lands in
+    the learner's course folder and a submission in the exchange's inbound folder."""
+    from playwright.sync_api import sync_playwright
+
+    course, exchange = _released(tmp_path, monkeypatch)
+    home = tmp_path / "home"  # the learner's nbgrader cache goes there, not into this machine's
+    home.mkdir()
+    with _jupyterlab(tmp_path, root=course, JUPYTER_CONFIG_PATH=str(EXCHANGE_CONFIG), HOME=str(home)) as (base, token), \
+            sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=browser_path,
+                                    args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(f"{base}/lab?token={token}")
+            page.click(".lm-MenuBar-itemLabel:text-is('Nbgrader')", timeout=60_000)
+            items = [t.strip() for t in page.locator(".lm-Menu-itemLabel").all_inner_texts() if t.strip()]
+            assert items == ["Assignment List"], f"the learners' Nbgrader menu shows {items}"
+            page.click(".lm-Menu-itemLabel:text-is('Assignment List')")
+            page.click("button:has-text('Fetch')", timeout=30_000)
+            page.click("button:has-text('Submit')", timeout=30_000)
+            page.wait_for_selector("button:has-text('Fetch Feedback')", timeout=30_000)
+        finally:
+            browser.close()
+    assert (course / LESSON / f"{LESSON}.ipynb").is_file(), "Fetch did not put the lesson in the course folder"
+    inbound = list((exchange / "llm-internals" / "inbound").glob(f"*+{LESSON}+*/{LESSON}.ipynb"))
+    assert len(inbound) == 1, f"Submit left {inbound} in the exchange"
+
+
 def test_run_all_in_jupyterlab_reaches_the_end_with_unanswered_exercises(lab, browser_path):
     from playwright.sync_api import sync_playwright
 
