@@ -47,8 +47,7 @@ def pytest_configure(config):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_logreport(report):
-    if getattr(NOTEBOOK_BUDGET, "active", False):
-        NOTEBOOK_BUDGET.charge(report)
+    NOTEBOOK_BUDGET.charge(report)
 
 
 def pytest_sessionstart(session):
