@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from course_lib.training import CONFIGS, train
+from course_lib.training import CONFIGS, replace_model, train
 
 
 def parse_variant(text: str) -> dict:
@@ -46,9 +46,13 @@ def main() -> None:
     rows = []
     for text in args.variants:
         overrides = parse_variant(text)
-        config = CONFIGS[args.config].replace(
+        base = CONFIGS[args.config]
+        model = {k.removeprefix("model."): overrides.pop(k) for k in list(overrides)
+                 if k.startswith("model.")}
+        config = base.replace(
             **{"target_loss": args.target, "device": args.device, "plot": False,
-               "progress": False, "out_dir": "benchmarks/out/sweep", **overrides})
+               "progress": False, "out_dir": "benchmarks/out/sweep", **overrides,
+               "model": replace_model(base.model, **model)})
         start = time.perf_counter()
         result = train(config)
         wall = time.perf_counter() - start

@@ -89,9 +89,10 @@ def throughput(args) -> None:
     from course_lib.model import GPT
 
     c = CONFIGS[args.preset]
-    B, T = c.batch_size, c.block_size
-    hf_config = GPT2Config(vocab_size=65, n_positions=T, n_layer=c.n_layer, n_head=c.n_head,
-                           n_embd=c.n_embd, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+    m = c.model
+    B, T = c.batch_size, m.block_size
+    hf_config = GPT2Config(vocab_size=65, n_positions=T, n_layer=m.n_layer, n_head=m.n_head,
+                           n_embd=m.n_embd, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
                            activation_function="gelu_new", bos_token_id=0, eos_token_id=0)
     torch.manual_seed(0)
     peer = GPT2LMHeadModel(hf_config).train()

@@ -155,6 +155,12 @@ class _ForbidAtenOps(TorchDispatchMode):
         super().__init__()
         self.messages = messages
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's __torch_dispatch__ in torch._dynamo.disable unless this says no;
+        # that wrapper imports torch._dynamo (2.5 s on one core) on the first operator seen.
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func.overloadpacket in self.messages:
             raise ForbiddenCallError(self.messages[func.overloadpacket])

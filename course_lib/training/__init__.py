@@ -5,7 +5,7 @@
 """
 
 from course_lib.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from course_lib.training.config import CONFIGS, TrainConfig, preset
+from course_lib.training.config import CONFIGS, TrainConfig, preset, replace_model
 from course_lib.training.flops import GPU_PEAK_FLOPS, estimate_mfu, flops_per_token, peak_flops
 from course_lib.training.loop import (
                                       BatchSampler,
@@ -24,5 +24,5 @@ from course_lib.training.optim import (
 __all__ = ["CONFIGS", "GPU_PEAK_FLOPS", "BatchSampler", "CheckpointError", "TrainConfig",
            "TrainResult", "WarmupCosineLR", "config_from_checkpoint", "estimate_loss",
            "estimate_mfu", "flops_per_token", "load_checkpoint", "make_optimizer",
-           "parameter_groups", "peak_flops", "preset", "save_checkpoint", "train",
+           "parameter_groups", "peak_flops", "preset", "replace_model", "save_checkpoint", "train",
            "warmup_cosine_lr"]

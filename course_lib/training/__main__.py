@@ -12,8 +12,12 @@ import torch
 
 from course_lib.model import GPTConfig
 from course_lib.training.checkpoint import CheckpointError
-from course_lib.training.config import CONFIGS, MODEL_SHORTCUTS, TrainConfig
+from course_lib.training.config import CONFIGS, TrainConfig, replace_model
 from course_lib.training.loop import config_from_checkpoint, train
+
+# Model fields that also have a flat flag, nanoGPT's spelling: --n_layer 4 is --model.n_layer 4.
+FLAT_MODEL_FLAGS = ("block_size", "n_layer", "n_head", "n_kv_head", "n_embd", "dropout", "bias",
+                    "pos_encoding", "activation")
 
 
 def _parse_bool(text: str) -> bool:
@@ -38,7 +42,8 @@ def _model_flag_type(f: dataclasses.Field):
 
 def build_parser() -> argparse.ArgumentParser:
     presets = "\n".join(
-        f"  {name:30s} {c.n_layer} layers x {c.n_embd} wide, context {c.block_size}, batch "
+        f"  {name:30s} {c.model.n_layer} layers x {c.model.n_embd} wide, context "
+        f"{c.model.block_size}, batch "
         f"{c.batch_size}, {c.max_iters} steps, lr {c.learning_rate:g}, device {c.device}"
         for name, c in CONFIGS.items())
     parser = argparse.ArgumentParser(
@@ -46,8 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train a character-level GPT (lessons 07 and 10). Every TrainConfig field "
                     "can be overridden by name, e.g. --max_iters 500 --device cpu, and every "
                     "field of the model's GPTConfig with --model.FIELD, e.g. --model.n_kv_head 1 "
-                    "--model.pos_encoding rope (the flat --n_layer, --n_head, --n_embd, "
-                    "--block_size, ... set the same model fields).",
+                    "--model.pos_encoding rope (--n_layer, --n_head, --n_embd, --block_size, ... "
+                    "are short for --model.n_layer, ...).",
         epilog=f"presets (--config):\n{presets}\n\nunder torchrun the run is data-parallel "
                "(DDP): torchrun --standalone --nproc_per_node=N -m course_lib.training ...",
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -62,39 +67,39 @@ def build_parser() -> argparse.ArgumentParser:
         kind = {bool: _parse_bool, int: int, float: float, str: str}[type(f.default)]
         parser.add_argument(f"--{f.name}", type=kind, default=None, metavar=type(f.default).__name__.upper(),
                             help=f"(default from the preset; TrainConfig default {f.default!r})")
-    model_fields = {f.name: f for f in dataclasses.fields(GPTConfig)}
-    for name in MODEL_SHORTCUTS:
-        kind, metavar = _model_flag_type(model_fields[name])
-        parser.add_argument(f"--{name}", type=kind, default=None, metavar=metavar,
-                            help=f"the same as --model.{name}")
     group = parser.add_argument_group("model (course_lib.model.GPTConfig; vocab_size comes from the data)")
-    for name, f in model_fields.items():
-        if name == "vocab_size":
+    for f in dataclasses.fields(GPTConfig):
+        if f.name == "vocab_size":
             continue
         kind, metavar = _model_flag_type(f)
-        group.add_argument(f"--model.{name}", dest=f"model.{name}", type=kind, default=None,
+        flags = [f"--model.{f.name}"] + ([f"--{f.name}"] if f.name in FLAT_MODEL_FLAGS else [])
+        group.add_argument(*flags, dest=f"model.{f.name}", type=kind, default=None,
                            metavar=metavar, help="(default from the preset)")
     return parser
 
 
-def overrides_from(args: argparse.Namespace) -> dict:
-    """The flags given on the command line, as TrainConfig.replace keywords."""
-    return {name: value for name, value in vars(args).items()
-            if value is not None and name not in ("config", "resume", "export")}
+def with_overrides(config: TrainConfig, args: argparse.Namespace) -> TrainConfig:
+    """`config` with the flags given on the command line: --FIELD and --model.FIELD."""
+    given = {name: value for name, value in vars(args).items()
+             if value is not None and name not in ("config", "resume", "export")}
+    model = {name.removeprefix("model."): given.pop(name) for name in list(given)
+             if name.startswith("model.")}
+    if model:
+        given["model"] = replace_model(config.model, **model)
+    return config.replace(**given)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     args = parser.parse_args(argv)
-    overrides = overrides_from(args)
     try:
         if args.config is None and args.resume is None:
             parser.error("give --config NAME (a preset) or --resume PATH")
         if args.config is not None:
-            config = CONFIGS[args.config].replace(**overrides)
+            config = with_overrides(CONFIGS[args.config], args)
         else:
-            config = config_from_checkpoint(args.resume, **overrides)
+            config = with_overrides(config_from_checkpoint(args.resume), args)
         result = train(config, resume=args.resume)
     except (CheckpointError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)

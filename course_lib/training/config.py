@@ -9,12 +9,6 @@ from course_lib.model import GPTConfig
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
-# GPTConfig fields that TrainConfig also takes and reads by their flat names
-# (TrainConfig(n_layer=4), config.n_layer, --n_layer 4): they are config.model's fields.
-MODEL_SHORTCUTS = ("block_size", "n_layer", "n_head", "n_kv_head", "n_embd", "dropout", "bias",
-                   "pos_encoding", "activation")
-
-
 def default_model() -> GPTConfig:
     """nanoGPT's Shakespeare-char model. vocab_size is a placeholder: `train` sets it from the
     data's vocabulary (`TrainConfig.model_config(vocab_size)`)."""
@@ -22,11 +16,10 @@ def default_model() -> GPTConfig:
                      dropout=0.2, bias=False)
 
 
-def replace_model(model: GPTConfig, changes: dict) -> GPTConfig:
+def replace_model(model: GPTConfig, **changes) -> GPTConfig:
     """dataclasses.replace for a GPTConfig whose derived defaults follow the change: an MHA
     model (n_kv_head == n_head) stays MHA with a new head count, and d_ff stays 4 * n_embd
     with a new width, unless the change sets them too."""
-    changes = dict(changes)
     unknown = sorted(set(changes) - {f.name for f in fields(GPTConfig)})
     if unknown:
         raise ValueError(f"unknown model field(s) {unknown}; GPTConfig's fields are "
@@ -38,20 +31,12 @@ def replace_model(model: GPTConfig, changes: dict) -> GPTConfig:
     return dataclasses.replace(model, **changes) if changes else model
 
 
-def _shortcut(name: str) -> property:
-    return property(lambda self: getattr(self.model, name),
-                    doc=f"config.model.{name} (read-only here; change it with replace({name}=...)).")
-
-
-@dataclass(init=False)
+@dataclass
 class TrainConfig:
-    """Every knob of a run; each field can be overridden on the command line by name.
-
-    `model` is the whole `GPTConfig` of the model to train (every architecture the course
-    teaches: learned/sinusoidal/RoPE/ALiBi positions, MHA/GQA/MQA, ...); `--model.FIELD VALUE`
-    sets one of its fields. The model sizes can also be given and read by their flat names:
-    TrainConfig(n_layer=4, n_embd=128) sets model.n_layer and model.n_embd, and config.n_layer
-    reads config.model.n_layer.
+    """Every knob of a run. `model` is the whole `GPTConfig` of the model to train (every
+    architecture the course teaches: learned/sinusoidal/RoPE/ALiBi positions, MHA/GQA/MQA, ...);
+    the other fields are the run's. On the command line a field is `--FIELD VALUE` and a model
+    field `--model.FIELD VALUE` (course_lib/training/__main__.py).
     """
 
     model: GPTConfig = field(default_factory=default_model)
@@ -85,27 +70,11 @@ class TrainConfig:
     progress: bool = True           # a tqdm bar with the loss and tokens/s
     plot: bool = True               # write loss.png in out_dir at the end
 
-    def __init__(self, model: GPTConfig | dict | None = None, **kwargs) -> None:
-        names = [f.name for f in fields(self) if f.name != "model"]
-        unknown = sorted(set(kwargs) - set(names) - set(MODEL_SHORTCUTS))
-        if unknown:
-            raise ValueError(f"unknown TrainConfig field(s) {unknown}; the fields are {names}, the "
-                             f"model's (config.model) {[f.name for f in fields(GPTConfig)]}.")
-        if model is None:
-            model = default_model()
-        elif isinstance(model, dict):
-            model = GPTConfig(**model)
-        elif not isinstance(model, GPTConfig):
-            raise TypeError(f"TrainConfig.model must be a course_lib.model.GPTConfig, got "
-                            f"{type(model).__name__}.")
-        shortcuts = {name: kwargs.pop(name) for name in MODEL_SHORTCUTS if name in kwargs}
-        self.model = replace_model(model, shortcuts)
-        for f in fields(self):
-            if f.name != "model":
-                setattr(self, f.name, kwargs.get(f.name, f.default))
-        self.__post_init__()
-
     def __post_init__(self) -> None:
+        if not isinstance(self.model, GPTConfig):
+            raise TypeError(f"TrainConfig.model must be a course_lib.model.GPTConfig (e.g. "
+                            f"TrainConfig(model=GPTConfig(n_layer=4, ...))), got "
+                            f"{type(self.model).__name__}; TrainConfig.from_dict reads plain data.")
         for name in ("batch_size", "grad_accum_steps", "max_iters", "eval_interval", "eval_iters"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -126,17 +95,23 @@ class TrainConfig:
 
     @property
     def tokens_per_step(self) -> int:
-        return self.batch_size * self.grad_accum_steps * self.block_size
+        return self.batch_size * self.grad_accum_steps * self.model.block_size
 
     def replace(self, **changes) -> TrainConfig:
-        """A copy with some fields changed: TrainConfig fields, `model=GPTConfig(...)`, the flat
-        model names (n_layer=...), or "model.FIELD" keys (the CLI's --model.FIELD)."""
-        dotted = {k.removeprefix("model."): changes.pop(k) for k in list(changes)
-                  if k.startswith("model.")}
-        model = changes.pop("model", self.model)
-        model = replace_model(GPTConfig(**model) if isinstance(model, dict) else model, dotted)
-        current = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "model"}
-        return TrainConfig(model=model, **{**current, **changes})  # __init__ applies n_layer=...
+        """A copy with some fields changed (dataclasses.replace, validated); a model field is
+        changed through `model`: config.replace(model=replace_model(config.model, n_layer=2))."""
+        names = [f.name for f in fields(self)]
+        unknown = sorted(set(changes) - set(names))
+        if unknown:
+            model_fields = {f.name for f in fields(GPTConfig)}
+            if set(unknown) <= model_fields:
+                spelled = ", ".join(f"{name}={changes[name]!r}" for name in unknown)
+                raise ValueError(f"{unknown} belong to the model (config.model, a GPTConfig), not "
+                                 f"to TrainConfig: replace(model=replace_model(config.model, "
+                                 f"{spelled})) (course_lib.training.replace_model).")
+            raise ValueError(f"unknown TrainConfig field(s) {unknown}; the fields are {names}, "
+                             f"the model's (config.model) {sorted(model_fields)}.")
+        return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
         """Plain data (the model config as a nested dict): what checkpoints store."""
@@ -144,15 +119,16 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, saved: dict) -> TrainConfig:
-        """The inverse of to_dict; also reads checkpoints of the earlier flat format."""
+        """The inverse of to_dict; also reads checkpoints of the earlier flat format, whose
+        model fields (n_layer, ...) sat beside the run's."""
         saved = dict(saved)
+        names = {f.name for f in fields(cls)} - {"model"}
+        model_names = {f.name for f in fields(GPTConfig)}
         model = saved.pop("model", None)
-        known = {f.name for f in fields(cls)} | set(MODEL_SHORTCUTS)
-        return cls(model=model, **{k: v for k, v in saved.items() if k in known})
-
-
-for _name in MODEL_SHORTCUTS:
-    setattr(TrainConfig, _name, _shortcut(_name))
+        model = default_model() if model is None else GPTConfig(**model)
+        flat = {k: saved[k] for k in saved if k in model_names and k not in names}
+        return cls(model=replace_model(model, **flat),
+                   **{k: v for k, v in saved.items() if k in names})
 
 
 # Fields that change what is trained; a resumed run must keep them (the others, such as
@@ -169,27 +145,31 @@ CONFIGS: dict[str, TrainConfig] = {
         out_dir="runs/nanogpt_shakespeare_char", compile=True),
     # nanoGPT's README "on a MacBook" CPU recipe: 4 x 4 x 128, context 64, batch 12, no dropout.
     "nanogpt_shakespeare_char_cpu": TrainConfig(
-        block_size=64, n_layer=4, n_head=4, n_embd=128, dropout=0.0, batch_size=12,
+        model=replace_model(default_model(), block_size=64, n_layer=4, n_head=4, n_embd=128,
+                            dropout=0.0),
+        batch_size=12,
         max_iters=2000, lr_decay_iters=2000, eval_iters=20, eval_interval=250, device="cpu",
         out_dir="runs/nanogpt_shakespeare_char_cpu"),
     # The course's CPU preset (lesson 07 trains it live): the same small model, a larger
     # batch at a higher learning rate, so that it reaches the CPU recipe's loss in less time.
     "shakespeare_char_cpu": TrainConfig(
-        block_size=64, n_layer=4, n_head=4, n_embd=128, dropout=0.0, batch_size=32,
+        model=replace_model(default_model(), block_size=64, n_layer=4, n_head=4, n_embd=128,
+                            dropout=0.0),
+        batch_size=32,
         max_iters=600, learning_rate=4e-3, min_lr=4e-4, warmup_iters=50, eval_iters=20,
         eval_interval=100, device="cpu", out_dir="runs/shakespeare_char_cpu"),
     # The course's GPU preset: bf16 autocast, fused attention, the data on the GPU, small
     # frequent evaluations, a higher learning rate; no torch.compile (on an H100 its ~30 s of
     # compilation cost more than it saved in a run this short: benchmarks/RESULTS.md).
     "shakespeare_char_gpu": TrainConfig(
-        block_size=256, n_layer=6, n_head=6, n_embd=384, dropout=0.2, batch_size=64,
+        model=default_model(), batch_size=64,
         max_iters=4000, learning_rate=1.5e-3, min_lr=1.5e-4, warmup_iters=100, eval_iters=20,
         eval_interval=100, target_loss=1.47, compile=False, out_dir="runs/shakespeare_char_gpu"),
     # The checkpoint that ships in course_lib/pretrained (<= 5 MB as float16):
     #   python -m course_lib.training --config shakespeare_char_pretrained \
     #       --export course_lib/pretrained/shakespeare_char.pt
     "shakespeare_char_pretrained": TrainConfig(
-        block_size=256, n_layer=6, n_head=6, n_embd=144, dropout=0.1, batch_size=64,
+        model=replace_model(default_model(), n_embd=144, dropout=0.1), batch_size=64,
         max_iters=6000, learning_rate=2e-3, min_lr=2e-4, warmup_iters=200, eval_iters=50,
         eval_interval=500, out_dir="runs/shakespeare_char_pretrained"),
 }

@@ -199,6 +199,199 @@ def config_from_checkpoint(path: str | os.PathLike, **overrides) -> TrainConfig:
     return TrainConfig.from_dict(load_checkpoint(path)["train_config"]).replace(**overrides)
 
 
+class _Run:
+    """One run between its steps: what `train` sets up, restores, steps, evaluates and
+    checkpoints. Each method is one part of the loop that lesson 07 has the learner write."""
+
+    def __init__(self, config: TrainConfig, data, model: nn.Module | None, callback) -> None:
+        """Setup: the device, the data, the model, the optimizer, the schedule and the batches."""
+        self.config, self.callback = config, callback
+        self.rank, self.world_size, self.device = _setup_distributed(config)
+        self.is_main = self.rank == 0
+        self.amp_dtype = _resolve_dtype(config.dtype, self.device)
+        if data is None:
+            text = load_text(config.dataset)
+            vocab = CharVocab(text)
+            train_data, val_data = train_val_split(
+                torch.tensor(vocab.encode(text), dtype=torch.long), config.val_fraction)
+        else:
+            train_data, val_data, vocab = data
+        if config.data_on_device:
+            train_data, val_data = train_data.to(self.device), val_data.to(self.device)
+        self.splits = {"train": train_data, "val": val_data}
+        self.model_config = config.model_config(len(vocab))
+        if model is None:
+            torch.manual_seed(config.seed)      # the same initial weights on every rank
+            model = GPT(self.model_config)
+        elif not isinstance(model, nn.Module):
+            raise TypeError(f"model must be an nn.Module whose forward(x, y) returns (logits, "
+                            f"loss), got {type(model).__name__}.")
+        self.model = model.to(self.device)
+        self.optimizer = make_optimizer(self.model, learning_rate=config.learning_rate,
+                                        weight_decay=config.weight_decay,
+                                        betas=(config.beta1, config.beta2),
+                                        device_type=self.device.type)
+        decay_iters = config.lr_decay_iters or config.max_iters
+        self.scheduler = WarmupCosineLR(self.optimizer, min_lr=config.min_lr,
+                                        warmup_iters=min(config.warmup_iters, decay_iters),
+                                        decay_iters=decay_iters)
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16)
+        self.sampler = BatchSampler(train_data, config.batch_size, config.model.block_size,
+                                    config.seed, self.device, self.rank, self.world_size)
+        torch.manual_seed(config.seed + 1 + self.rank)   # dropout differs across ranks
+        self.result = TrainResult(config=config, model=self.model, vocab=vocab,
+                                  device=str(self.device))
+        self.pending: list[torch.Tensor] = []   # step losses not yet copied to the host
+        self.out_dir = Path(config.out_dir)
+        self.log_path = self.out_dir / "log.jsonl"
+        self.interval_steps = 0     # steps since the last evaluation (tokens/s)
+
+    def restore(self, state: dict, path: Path) -> None:
+        """Continue an interrupted run from its checkpoint `state`, read from `path`."""
+        _check_resumable(state["train_config"], self.config, path)
+        if state["vocab"] != self.result.vocab.chars:
+            raise CheckpointError(f"{path}: the checkpoint's vocabulary differs from the data's "
+                                  f"({len(state['vocab'])} vs {len(self.result.vocab.chars)} "
+                                  "characters): resume on the same dataset.")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if "scaler" in state:
+            self.scaler.load_state_dict(state["scaler"])
+        self.sampler.generator.set_state(state["sampler"])
+        rng = state["rng"]
+        _set_rng_state(rng[self.rank] if isinstance(rng, list) and self.rank < len(rng) else rng,
+                       self.device)
+        result = self.result
+        result.step = state["step"]
+        result.history = list(state["history"])
+        result.train_losses = list(state["train_losses"])
+        result.elapsed = state.get("elapsed", 0.0)
+        result.target_reached_at = state.get("target_reached_at")
+
+    def start(self) -> None:
+        """Wrap the model (compile, DDP) and open the log (on resume: drop the records past the
+        checkpoint)."""
+        self.eval_model: nn.Module = torch.compile(self.model) if self.config.compile else self.model
+        self.step_model = self.eval_model
+        if self.world_size > 1:
+            from torch.nn.parallel import DistributedDataParallel
+            self.step_model = DistributedDataParallel(
+                self.eval_model,
+                device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        if self.is_main:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            _write_log(self.log_path, self.result.history)
+        self.step_model.train()
+        self.interval_start = self.clock_start = time.perf_counter()
+
+    def autocast(self):
+        if self.amp_dtype == torch.float32:
+            return nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype)
+
+    def step(self) -> None:
+        """One optimizer step: grad_accum_steps micro-batches, clipping, AdamW, the schedule."""
+        config, scaler = self.config, self.scaler
+        step_loss = torch.zeros((), device=self.device)
+        for micro in range(config.grad_accum_steps):
+            x, y = self.sampler.next()
+            last = micro == config.grad_accum_steps - 1
+            sync = self.step_model.no_sync() if self.world_size > 1 and not last else nullcontext()
+            with sync:
+                with self.autocast():
+                    loss = self.step_model(x, y)[1] / config.grad_accum_steps
+                scaler.scale(loss).backward()
+            step_loss += loss.detach()
+        if config.grad_clip > 0:
+            scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.grad_clip)
+        scaler.step(self.optimizer)
+        scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        self.pending.append(step_loss)
+        self.result.step += 1
+        self.interval_steps += 1
+
+    def flush_losses(self) -> None:
+        """Copy the pending step losses to the host (averaged over the ranks)."""
+        if not self.pending:
+            return
+        losses = torch.stack(self.pending)
+        if self.world_size > 1:
+            dist.all_reduce(losses)
+            losses /= self.world_size
+        self.result.train_losses.extend(losses.tolist())
+        self.pending.clear()
+
+    def now(self) -> float:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
+
+    def evaluate(self) -> bool:
+        """Evaluate, record, report; True when the target loss is reached."""
+        config, result = self.config, self.result
+        self.flush_losses()
+        interval = self.now() - self.interval_start
+        losses = estimate_loss(self.eval_model, self.splits, batch_size=config.batch_size,
+                               block_size=config.model.block_size, eval_iters=config.eval_iters,
+                               seed=config.seed + 10_000, device=self.device,
+                               autocast=self.autocast)
+        result.elapsed += self.now() - self.clock_start
+        self.clock_start = self.interval_start = time.perf_counter()
+        tokens_per_step = config.tokens_per_step
+        record = {"step": result.step, "train_loss": round(losses["train"], 6),
+                  "val_loss": round(losses["val"], 6),
+                  "lr": self.scheduler.get_last_lr()[0], "tokens": result.step * tokens_per_step,
+                  "elapsed": round(result.elapsed, 3),
+                  "tokens_per_second": round(self.interval_steps * tokens_per_step / interval, 1)
+                  if self.interval_steps else None}
+        self.interval_steps = 0
+        result.history.append(record)
+        reached = config.target_loss > 0 and losses["val"] <= config.target_loss
+        if reached and result.target_reached_at is None:
+            result.target_reached_at = result.elapsed
+        if self.is_main:
+            with self.log_path.open("a") as f:
+                f.write(json.dumps(record) + "\n")
+            if self.callback is not None:
+                self.callback(record, result)
+        return reached
+
+    def checkpoint(self, name: str) -> Path:
+        """Write everything a resumed run needs, atomically (every rank's random state)."""
+        self.flush_losses()
+        rngs = [_rng_state(self.device)]
+        if self.world_size > 1:
+            rngs = [None] * self.world_size
+            dist.all_gather_object(rngs, _rng_state(self.device))
+            rngs = [{k: v.cpu() for k, v in r.items()} for r in rngs]
+        path = self.out_dir / name
+        if self.is_main:
+            result = self.result
+            save_checkpoint({
+                "format": FORMAT, "step": result.step, "train_config": self.config.to_dict(),
+                "model_config": asdict(self.model_config), "vocab": result.vocab.chars,
+                "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
+                "sampler": self.sampler.generator.get_state(), "rng": rngs,
+                "history": result.history, "train_losses": result.train_losses,
+                "elapsed": result.elapsed, "target_reached_at": result.target_reached_at,
+            }, path)
+            result.checkpoint_path = path
+        return path
+
+    def plot(self) -> None:
+        """loss.png in out_dir."""
+        from course_lib.viz.plots import loss_curve
+        fig = loss_curve(self.result.history, self.result.train_losses).figure
+        fig.savefig(self.out_dir / "loss.png", dpi=100, bbox_inches="tight")
+        import matplotlib.pyplot as plt
+        plt.close(fig)
+
+
 def train(config: TrainConfig, *, resume: str | os.PathLike | None = None,
           callback: Callable[[dict, TrainResult], None] | None = None,
           data: tuple[torch.Tensor, torch.Tensor, CharVocab] | None = None,
@@ -216,201 +409,37 @@ def train(config: TrainConfig, *, resume: str | os.PathLike | None = None,
     if not isinstance(config, TrainConfig):
         raise TypeError(f"train needs a TrainConfig (course_lib.training.CONFIGS has presets), "
                         f"got {type(config).__name__}.")
-    rank, world_size, device = _setup_distributed(config)
-    is_main = rank == 0
-    amp_dtype = _resolve_dtype(config.dtype, device)
-
-    if data is None:
-        text = load_text(config.dataset)
-        vocab = CharVocab(text)
-        train_data, val_data = train_val_split(torch.tensor(vocab.encode(text), dtype=torch.long),
-                                               config.val_fraction)
-    else:
-        train_data, val_data, vocab = data
-    if config.data_on_device:
-        train_data, val_data = train_data.to(device), val_data.to(device)
-
     state = load_checkpoint(resume) if resume is not None else None
+    run = _Run(config, data, model, callback)
     if state is not None:
-        _check_resumable(state["train_config"], config, Path(resume))
-        if state["vocab"] != vocab.chars:
-            raise CheckpointError(f"{resume}: the checkpoint's vocabulary differs from the "
-                                  f"data's ({len(state['vocab'])} vs {len(vocab.chars)} "
-                                  "characters): resume on the same dataset.")
-
-    model_config = config.model_config(len(vocab))
-    if model is None:
-        torch.manual_seed(config.seed)      # the same initial weights on every rank
-        model = GPT(model_config)
-    elif not isinstance(model, nn.Module):
-        raise TypeError(f"model must be an nn.Module whose forward(x, y) returns (logits, loss), "
-                        f"got {type(model).__name__}.")
-    model = model.to(device)
-    optimizer = make_optimizer(model, learning_rate=config.learning_rate,
-                               weight_decay=config.weight_decay,
-                               betas=(config.beta1, config.beta2), device_type=device.type)
-    decay_iters = config.lr_decay_iters or config.max_iters
-    scheduler = WarmupCosineLR(optimizer, min_lr=config.min_lr,
-                               warmup_iters=min(config.warmup_iters, decay_iters),
-                               decay_iters=decay_iters)
-    scaler = torch.amp.GradScaler("cuda", enabled=amp_dtype == torch.float16)
-    sampler = BatchSampler(train_data, config.batch_size, config.block_size, config.seed, device,
-                           rank, world_size)
-    torch.manual_seed(config.seed + 1 + rank)   # dropout differs across ranks
-    result = TrainResult(config=config, model=model, vocab=vocab, device=str(device))
-
-    if state is not None:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        if "scaler" in state:
-            scaler.load_state_dict(state["scaler"])
-        sampler.generator.set_state(state["sampler"])
-        rng = state["rng"]
-        _set_rng_state(rng[rank] if isinstance(rng, list) and rank < len(rng) else rng, device)
-        result.step = state["step"]
-        result.history = list(state["history"])
-        result.train_losses = list(state["train_losses"])
-        result.elapsed = state.get("elapsed", 0.0)
-        result.target_reached_at = state.get("target_reached_at")
-
-    eval_model: nn.Module = torch.compile(model) if config.compile else model
-    step_model = eval_model
-    if world_size > 1:
-        from torch.nn.parallel import DistributedDataParallel
-        step_model = DistributedDataParallel(
-            eval_model, device_ids=[device.index] if device.type == "cuda" else None)
-
-    def autocast():
-        if amp_dtype == torch.float32:
-            return nullcontext()
-        return torch.autocast(device_type=device.type, dtype=amp_dtype)
-
-    out_dir = Path(config.out_dir)
-    log_path = out_dir / "log.jsonl"
-    if is_main:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        _write_log(log_path, result.history)   # on resume: drop records past the checkpoint
-
-    def checkpoint(name: str) -> Path:
-        flush_losses()
-        rngs = [_rng_state(device)]
-        if world_size > 1:
-            rngs = [None] * world_size
-            dist.all_gather_object(rngs, _rng_state(device))
-            rngs = [{k: v.cpu() for k, v in r.items()} for r in rngs]
-        path = out_dir / name
-        if is_main:
-            save_checkpoint({
-                "format": FORMAT, "step": result.step, "train_config": config.to_dict(),
-                "model_config": asdict(model_config), "vocab": vocab.chars,
-                "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),
-                "sampler": sampler.generator.get_state(), "rng": rngs,
-                "history": result.history, "train_losses": result.train_losses,
-                "elapsed": result.elapsed, "target_reached_at": result.target_reached_at,
-            }, path)
-            result.checkpoint_path = path
-        return path
-
-    splits = {"train": train_data, "val": val_data}
-    tokens_per_step = config.tokens_per_step
-    pending: list[torch.Tensor] = []
-
-    def flush_losses() -> None:
-        if not pending:
-            return
-        losses = torch.stack(pending)
-        if world_size > 1:
-            dist.all_reduce(losses)
-            losses /= world_size
-        result.train_losses.extend(losses.tolist())
-        pending.clear()
-
-    clock = {"start": time.perf_counter(), "interval": time.perf_counter(), "steps": 0}
-
-    def now() -> float:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        return time.perf_counter()
-
-    def evaluate() -> bool:
-        """Evaluate, record, report; True when the target loss is reached."""
-        flush_losses()
-        interval = now() - clock["interval"]
-        losses = estimate_loss(eval_model, splits, batch_size=config.batch_size,
-                               block_size=config.block_size, eval_iters=config.eval_iters,
-                               seed=config.seed + 10_000, device=device, autocast=autocast)
-        result.elapsed += now() - clock["start"]
-        clock["start"] = clock["interval"] = time.perf_counter()
-        record = {"step": result.step, "train_loss": round(losses["train"], 6),
-                  "val_loss": round(losses["val"], 6),
-                  "lr": scheduler.get_last_lr()[0], "tokens": result.step * tokens_per_step,
-                  "elapsed": round(result.elapsed, 3),
-                  "tokens_per_second": round(clock["steps"] * tokens_per_step / interval, 1)
-                  if clock["steps"] else None}
-        clock["steps"] = 0
-        result.history.append(record)
-        reached = config.target_loss > 0 and losses["val"] <= config.target_loss
-        if reached and result.target_reached_at is None:
-            result.target_reached_at = result.elapsed
-        if is_main:
-            with log_path.open("a") as f:
-                f.write(json.dumps(record) + "\n")
-            if callback is not None:
-                callback(record, result)
-        return reached
-
-    stop = False
-    if state is None:
-        stop = evaluate()
+        run.restore(state, Path(resume))
+    run.start()
+    result = run.result
+    stop = run.evaluate() if state is None else False
     bar = tqdm(total=config.max_iters, initial=result.step, desc="train", unit="step",
-               disable=not (config.progress and is_main), mininterval=1.0, dynamic_ncols=True)
-    step_model.train()
+               disable=not (config.progress and run.is_main), mininterval=1.0, dynamic_ncols=True)
     start_step = result.step
     while result.step < config.max_iters and not stop:
         t0 = time.perf_counter()
-        step_loss = torch.zeros((), device=device)
-        for micro in range(config.grad_accum_steps):
-            x, y = sampler.next()
-            last = micro == config.grad_accum_steps - 1
-            sync = step_model.no_sync() if world_size > 1 and not last else nullcontext()
-            with sync:
-                with autocast():
-                    loss = step_model(x, y)[1] / config.grad_accum_steps
-                scaler.scale(loss).backward()
-            step_loss += loss.detach()
-        if config.grad_clip > 0:
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
-        scheduler.step()
-        pending.append(step_loss)
-        result.step += 1
-        clock["steps"] += 1
+        run.step()
         if result.step == start_step + 1:
-            result.first_step_seconds = now() - t0
+            result.first_step_seconds = run.now() - t0
         bar.update(1)
-        if len(pending) >= 10:
-            flush_losses()
-            rate = clock["steps"] * tokens_per_step / (time.perf_counter() - clock["interval"])
+        if len(run.pending) >= 10:
+            run.flush_losses()
+            rate = (run.interval_steps * config.tokens_per_step
+                    / (time.perf_counter() - run.interval_start))
             bar.set_postfix(loss=f"{result.train_losses[-1]:.4f}", tok_s=f"{rate:,.0f}",
                             refresh=False)
         if result.step % config.eval_interval == 0 or result.step == config.max_iters:
-            stop = evaluate()
+            stop = run.evaluate()
         if config.checkpoint_interval and result.step % config.checkpoint_interval == 0:
-            checkpoint(f"ckpt_{result.step:06d}.pt")
+            run.checkpoint(f"ckpt_{result.step:06d}.pt")
     bar.close()
-    flush_losses()
+    run.flush_losses()
     if result.history[-1]["step"] != result.step:
-        evaluate()
-    checkpoint("final.pt")
-    if is_main and config.plot:
-        from course_lib.viz.plots import loss_curve
-        fig = loss_curve(result.history, result.train_losses).figure
-        fig.savefig(out_dir / "loss.png", dpi=100, bbox_inches="tight")
-        import matplotlib.pyplot as plt
-        plt.close(fig)
+        run.evaluate()
+    run.checkpoint("final.pt")
+    if run.is_main and config.plot:
+        run.plot()
     return result

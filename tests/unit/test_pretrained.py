@@ -33,7 +33,7 @@ def test_it_was_trained_by_the_documented_preset(shipped):
     preset = CONFIGS["shakespeare_char_pretrained"]
     c = model.config
     assert (c.n_layer, c.n_head, c.n_embd, c.block_size) == (
-        preset.n_layer, preset.n_head, preset.n_embd, preset.block_size)
+        preset.model.n_layer, preset.model.n_head, preset.model.n_embd, preset.model.block_size)
     assert info["train_config"]["max_iters"] == preset.max_iters == info["steps"]
     assert isinstance(model, GPT)
     assert not model.training, "load_pretrained returns the model in eval mode"

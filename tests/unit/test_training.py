@@ -45,6 +45,7 @@ from course_lib.training import (
 )
 from course_lib.training import __main__ as cli
 from course_lib.training.checkpoint import FORMAT, REQUIRED_KEYS
+from course_lib.training.config import replace_model
 from course_lib.training.flops import gpu_table_entry
 from course_lib.viz.plots import loss_curve
 
@@ -71,12 +72,24 @@ def corpus(shakespeare):
     return train_tokens, val_tokens, vocab
 
 
+MODEL_FIELDS = set(GPTConfig.__dataclass_fields__)
+
+
+def _changed(config: TrainConfig, **changes) -> TrainConfig:
+    """config.replace for run fields and model fields (n_layer, dropout, ...) alike."""
+    model = {k: changes.pop(k) for k in list(changes) if k in MODEL_FIELDS}
+    if model:
+        changes["model"] = replace_model(config.model, **model)
+    return config.replace(**changes)
+
+
 def _tiny(out_dir, **overrides) -> TrainConfig:
-    config = TrainConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, batch_size=8,
-                         max_iters=30, eval_interval=10, eval_iters=2, learning_rate=1e-2,
-                         min_lr=1e-3, warmup_iters=5, dropout=0.0, checkpoint_interval=0,
+    config = TrainConfig(model=GPTConfig(block_size=16, n_layer=1, n_head=2, n_embd=32,
+                                         dropout=0.0, bias=False),
+                         batch_size=8, max_iters=30, eval_interval=10, eval_iters=2,
+                         learning_rate=1e-2, min_lr=1e-3, warmup_iters=5, checkpoint_interval=0,
                          progress=False, plot=False, device="cpu", out_dir=str(out_dir))
-    return config.replace(**overrides)
+    return _changed(config, **overrides)
 
 
 def _train(config, corpus, **kwargs):
@@ -356,7 +369,13 @@ def test_a_gpu_whose_name_only_contains_a_table_name_is_not_matched(gpu_named):
 ])
 def test_an_invalid_config_is_refused_naming_the_field(overrides, field):
     with pytest.raises(ValueError, match=field):
-        TrainConfig(**overrides)
+        _changed(TrainConfig(), **overrides)
+
+
+@pytest.mark.parametrize("model", [{"n_layer": 2}, None, "gpt2"])
+def test_the_model_must_be_a_gptconfig(model):
+    with pytest.raises(TypeError, match="GPTConfig"):
+        TrainConfig(model=model)
 
 
 def test_replace_changes_a_copy_and_an_unknown_field_lists_the_fields():
@@ -369,9 +388,17 @@ def test_replace_changes_a_copy_and_an_unknown_field_lists_the_fields():
         assert repr(name) in str(error.value), f"the fields listed should include {name}"
 
 
+def test_a_model_field_given_to_replace_says_where_it_belongs():
+    with pytest.raises(ValueError, match=r"belong to the model.*replace_model\(config\.model, "
+                                         r"n_layer=2\)"):
+        TrainConfig().replace(n_layer=2)
+
+
 def test_replace_validates_the_new_values():
+    with pytest.raises(ValueError, match="max_iters"):
+        TrainConfig().replace(max_iters=0)
     with pytest.raises(ValueError, match="n_head"):
-        TrainConfig().replace(n_head=7)
+        replace_model(TrainConfig().model, n_head=7)
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
@@ -381,8 +408,7 @@ def test_every_preset_is_a_valid_config_that_builds_a_model_config(name):
     assert config is not CONFIGS[name], "preset returns a copy"
     assert TrainConfig(**{f: getattr(config, f) for f in config.__dataclass_fields__}) == config
     model_config = config.model_config(65)
-    assert (model_config.vocab_size, model_config.n_layer, model_config.n_embd,
-            model_config.block_size) == (65, config.n_layer, config.n_embd, config.block_size)
+    assert model_config == replace_model(config.model, vocab_size=65)
     assert config.out_dir.endswith(name), "each preset writes to its own folder"
 
 
@@ -401,8 +427,8 @@ def test_an_unknown_preset_lists_the_presets():
 
 def test_the_reference_preset_is_nanogpts_train_shakespeare_char():
     c = CONFIGS["nanogpt_shakespeare_char"]
-    assert (c.n_layer, c.n_head, c.n_embd, c.block_size) == (6, 6, 384, 256)
-    assert (c.batch_size, c.grad_accum_steps, c.dropout, c.bias) == (64, 1, 0.2, False)
+    assert (c.model.n_layer, c.model.n_head, c.model.n_embd, c.model.block_size) == (6, 6, 384, 256)
+    assert (c.batch_size, c.grad_accum_steps, c.model.dropout, c.model.bias) == (64, 1, 0.2, False)
     assert (c.learning_rate, c.max_iters, c.min_lr, c.warmup_iters) == (1e-3, 5000, 1e-4, 100)
     assert (c.lr_decay_iters or c.max_iters) == 5000
     assert (c.beta1, c.beta2, c.weight_decay, c.grad_clip) == (0.9, 0.99, 0.1, 1.0)
@@ -625,7 +651,7 @@ def test_target_loss_stops_at_the_first_evaluation_that_reaches_it(base_run, cor
     k = next(i for i in range(1, len(val)) if val[i] < min(val[:i]) - 1e-5)
     stop_step = reference.history[k]["step"]
     assert stop_step < 40, "the test needs a target reached before the end"
-    config = _tiny(tmp_path, **BASE_RUN).replace(target_loss=val[k] + 1e-6, plot=False)
+    config = _tiny(tmp_path, **{**BASE_RUN, "target_loss": val[k] + 1e-6, "plot": False})
     result = _train(config, corpus)
     assert result.step == stop_step
     assert [r["step"] for r in result.history] == [r["step"] for r in reference.history[:k + 1]]
@@ -677,7 +703,7 @@ def test_a_run_resumed_from_its_last_checkpoint_equals_the_uninterrupted_run(cor
 def test_resuming_with_a_different_trajectory_is_refused_naming_the_field(base_run, corpus,
                                                                           tmp_path, change):
     _, out_dir = base_run
-    config = _tiny(tmp_path, **BASE_RUN).replace(**change)
+    config = _tiny(tmp_path, **{**BASE_RUN, **change})
     (field,) = change
     with pytest.raises(CheckpointError, match=rf"ckpt_000020\.pt: cannot resume.*{field}"):
         _train(config, corpus, resume=out_dir / "ckpt_000020.pt")
@@ -922,33 +948,34 @@ def test_command_line_overrides_reach_the_run(shakespeare, tmp_path, capsys):
 
 # --- TrainConfig.model: every model the course teaches ---------------------------------------
 
-def test_the_flat_model_names_are_the_model_configs_fields():
-    config = TrainConfig(n_layer=2, n_head=4, n_embd=64, block_size=32, dropout=0.0)
-    assert isinstance(config.model, GPTConfig)
+def test_the_model_is_a_gptconfig_and_the_config_has_no_flat_model_names():
+    config = TrainConfig(model=GPTConfig(block_size=32, n_layer=2, n_head=4, n_embd=64))
     assert (config.model.n_layer, config.model.n_head, config.model.n_embd,
             config.model.block_size) == (2, 4, 64, 32)
-    assert (config.n_layer, config.n_head, config.n_embd, config.block_size) == (2, 4, 64, 32)
-    assert config.model.n_kv_head == 4, "an MHA model keeps n_kv_head = n_head"
-    assert config.model.d_ff == 256, "d_ff follows the new width (4 n_embd)"
+    for name in ("n_layer", "n_head", "n_embd", "block_size", "dropout"):
+        assert not hasattr(config, name), f"config.{name}: one door per field (config.model.{name})"
+    with pytest.raises(TypeError):
+        TrainConfig(n_layer=2)
 
 
-def test_replace_takes_model_fields_by_dotted_name_and_keeps_derived_defaults():
-    config = CONFIGS["shakespeare_char_cpu"]
-    mqa = config.replace(**{"model.n_kv_head": 1, "model.pos_encoding": "rope"})
-    assert (mqa.model.n_kv_head, mqa.model.pos_encoding) == (1, "rope")
-    assert (config.model.n_kv_head, config.model.pos_encoding) == (4, "learned"), "a copy"
-    assert config.replace(n_head=8).model.n_kv_head == 8
-    assert config.replace(n_head=8, n_kv_head=2).model.n_kv_head == 2
-    assert config.replace(**{"model.d_ff": 100}).replace(n_embd=64).model.d_ff == 100, \
+def test_replace_model_keeps_derived_defaults():
+    model = CONFIGS["shakespeare_char_cpu"].model
+    mqa = replace_model(model, n_kv_head=1, pos_encoding="rope")
+    assert (mqa.n_kv_head, mqa.pos_encoding) == (1, "rope")
+    assert (model.n_kv_head, model.pos_encoding) == (4, "learned"), "a copy"
+    assert replace_model(model, n_head=8).n_kv_head == 8, "an MHA model stays MHA"
+    assert replace_model(model, n_head=8, n_kv_head=2).n_kv_head == 2
+    assert replace_model(model, n_embd=64).d_ff == 256, "d_ff follows the new width (4 n_embd)"
+    assert replace_model(replace_model(model, d_ff=100), n_embd=64).d_ff == 100, \
         "an explicit d_ff stays"
     with pytest.raises(ValueError, match="n_kv_heads"):
-        config.replace(**{"model.n_kv_heads": 1})
+        replace_model(model, n_kv_heads=1)
     with pytest.raises(ValueError, match="n_kv_head"):
-        config.replace(**{"model.n_kv_head": 3})
+        replace_model(model, n_kv_head=3)
 
 
 def test_a_config_round_trips_through_plain_data_and_reads_the_old_flat_format():
-    config = CONFIGS["shakespeare_char_cpu"].replace(**{"model.n_kv_head": 2})
+    config = _changed(CONFIGS["shakespeare_char_cpu"], n_kv_head=2)
     assert TrainConfig.from_dict(config.to_dict()) == config
     flat = {k: v for k, v in config.to_dict().items() if k != "model"}
     flat.update(n_layer=4, n_head=4, n_embd=128, block_size=64, dropout=0.0, bias=False,
@@ -975,7 +1002,7 @@ def test_the_command_line_sets_any_model_field(shakespeare, tmp_path, capsys):
 
 def test_train_trains_a_given_model_exactly_as_it_trains_its_own_gpt(corpus, tmp_path):
     config = _tiny(tmp_path / "own", max_iters=6, eval_interval=3, grad_accum_steps=2,
-                   **{"model.n_kv_head": 1, "model.pos_encoding": "rope"})
+                   n_kv_head=1, pos_encoding="rope")
     own = _train(config, corpus)
     with torch.random.fork_rng():
         torch.manual_seed(config.seed)

@@ -110,7 +110,7 @@ _LOOP = """
                     g = torch.Generator().manual_seed(config.seed + 10000)
                     ls = []
                     for i in range(config.eval_iters):
-                        xb, yb = get_batch(d, config.batch_size, config.block_size, g)
+                        xb, yb = get_batch(d, config.batch_size, config.model.block_size, g)
                         ls.append(model(xb, yb)[1].item())
                     rec[split + "_loss"] = sum(ls) / len(ls)
             model.train()
@@ -121,7 +121,7 @@ _LOOP = """
             lr = lr_at(it, config.learning_rate, config.min_lr, W, D)
             batches = []
             for k in range(config.grad_accum_steps):
-                batches.append(get_batch(train_data, config.batch_size, config.block_size, gen))
+                batches.append(get_batch(train_data, config.batch_size, config.model.block_size, gen))
             losses.append(train_step(model, optimizer, batches, lr, config.grad_clip))
             if (it + 1) % config.eval_interval == 0 or it + 1 == config.max_iters:
                 estimate()
@@ -235,8 +235,8 @@ WRONG: dict[str, list[str]] = {
                "torch.optim.AdamW(model.parameters(), weight_decay=config.weight_decay,"),
         # ^ weight decay on every parameter, LayerNorm gains and biases too
         mutate(_LOOP, "                    g = torch.Generator().manual_seed(config.seed + 10000)\n", ""
-               ).replace("get_batch(d, config.batch_size, config.block_size, g)",
-                         "get_batch(d, config.batch_size, config.block_size, gen)"),
+               ).replace("get_batch(d, config.batch_size, config.model.block_size, g)",
+                         "get_batch(d, config.batch_size, config.model.block_size, gen)"),
         # ^ evaluates on batches of the training generator: other batches, and it moves the data
         mutate(_LOOP, "            model.eval()\n", ""),  # evaluates with dropout on
         mutate(_LOOP, "        W = min(config.warmup_iters, D)\n", "        W = config.warmup_iters\n"),
@@ -365,7 +365,7 @@ RIGHT: dict[str, str] = {
                         fixed = torch.Generator().manual_seed(config.seed + 10_000)
                         values = []
                         for _ in range(config.eval_iters):
-                            x, y = get_batch_ref(tokens, config.batch_size, config.block_size,
+                            x, y = get_batch_ref(tokens, config.batch_size, config.model.block_size,
                                                  generator=fixed)
                             values.append(net(x, y)[1].item())
                         row[split + "_loss"] = sum(values) / len(values)
@@ -377,7 +377,7 @@ RIGHT: dict[str, str] = {
                 opt.zero_grad(set_to_none=True)
                 step_loss = 0.0
                 for _ in range(config.grad_accum_steps):
-                    x, y = get_batch_ref(train_data, config.batch_size, config.block_size,
+                    x, y = get_batch_ref(train_data, config.batch_size, config.model.block_size,
                                          generator=stream)
                     loss = net(x, y)[1] / config.grad_accum_steps
                     loss.backward()

@@ -184,7 +184,7 @@ def train(model, config, train_data, val_data, *, resume=None):
                 eval_g = torch.Generator().manual_seed(config.seed + 10_000)
                 losses = torch.zeros(config.eval_iters)
                 for i in range(config.eval_iters):
-                    x, y = get_batch(data, config.batch_size, config.block_size,
+                    x, y = get_batch(data, config.batch_size, config.model.block_size,
                                      generator=eval_g, device=device)
                     with autocast():
                         losses[i] = step_model(x, y)[1].item()
@@ -198,7 +198,7 @@ def train(model, config, train_data, val_data, *, resume=None):
 
     if resume is None:
         record()
-    tokens_per_step = config.batch_size * config.block_size * config.grad_accum_steps
+    tokens_per_step = config.batch_size * config.model.block_size * config.grad_accum_steps
     bar = tqdm(total=config.max_iters, initial=step, desc="train", disable=not config.progress)
     model.train()
     t0, start_step = time.perf_counter(), step
@@ -209,7 +209,7 @@ def train(model, config, train_data, val_data, *, resume=None):
             group["lr"] = lr
         step_loss = torch.zeros((), device=device)
         for _ in range(config.grad_accum_steps):
-            x, y = get_batch(train_data, config.batch_size, config.block_size, generator=g,
+            x, y = get_batch(train_data, config.batch_size, config.model.block_size, generator=g,
                              device=device)
             with autocast():
                 loss = step_model(x, y)[1] / config.grad_accum_steps
@@ -543,7 +543,7 @@ def estimate(model, data, config, device):
     gen = torch.Generator().manual_seed(config.seed + 10_000)
     total = torch.zeros(config.eval_iters)
     for i in range(config.eval_iters):
-        xb, yb = get_batch(data, config.batch_size, config.block_size, generator=gen,
+        xb, yb = get_batch(data, config.batch_size, config.model.block_size, generator=gen,
                            device=device)
         total[i] = model(xb, yb)[1]
     return total.mean().item()
@@ -591,7 +591,7 @@ def train(model, config, train_data, val_data, *, resume=None):
     while log["step"] < config.max_iters:
         total = 0.0
         for _ in range(config.grad_accum_steps):
-            xb, yb = get_batch(train_data, config.batch_size, config.block_size,
+            xb, yb = get_batch(train_data, config.batch_size, config.model.block_size,
                                generator=batches, device=device)
             part = model(xb, yb)[1] / config.grad_accum_steps
             part.backward()
@@ -614,7 +614,7 @@ def train(model, config, train_data, val_data, *, resume=None):
                         "schedule": sched.state_dict(), "batches": batches.get_state(),
                         "log": log}, final + ".partial")
             os.replace(final + ".partial", final)
-    rate = done * config.batch_size * config.block_size * config.grad_accum_steps
+    rate = done * config.batch_size * config.model.block_size * config.grad_accum_steps
     log["tokens_per_second"] = rate / max(time.time() - start, 1e-9)
     return log
 """,
