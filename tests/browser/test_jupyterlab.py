@@ -270,3 +270,56 @@ def test_run_all_in_jupyterlab_reaches_the_end_with_unanswered_exercises(lab, br
             assert errors, "the unanswered exercises' visible tests should fail with NotImplementedError"
         finally:
             browser.close()
+
+
+LONG_CELL = """import time
+from tqdm.auto import tqdm  # a widget: its comm opens while the cell runs
+for _ in tqdm(range(40), desc="training"):
+    time.sleep(0.25)
+print("finished")"""
+
+
+def _kernel_states(base: str, token: str) -> list[str]:
+    with urllib.request.urlopen(f"{base}/api/kernels?token={token}", timeout=10) as response:
+        return [k["execution_state"] for k in json.loads(response.read())]
+
+
+def test_the_kernel_shows_busy_for_the_whole_of_a_long_cell_with_a_progress_bar(tmp_path, browser_path):
+    """While a cell with a tqdm bar (a widget) runs, the status bar says Busy and the server
+    reports the kernel busy. JupyterLab sends widget comms over kernel subshells by default: the
+    `create_subshell_request` goes on the control channel, its reply's `idle` status reaches the
+    server and the status bar, and both said Idle for the rest of a training cell.
+    tools/jupyterlab-overrides.json (`commsOverSubshells: disabled`) keeps comms on the shell."""
+    import nbformat
+    from playwright.sync_api import sync_playwright
+
+    root = tmp_path / "long"
+    root.mkdir()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(LONG_CELL)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, root / "long.ipynb")
+    with _jupyterlab(tmp_path, root=root) as (base, token), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=browser_path,
+                                    args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(f"{base}/lab/tree/long.ipynb?token={token}")
+            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+            page.click(".jp-Notebook")
+            page.keyboard.press("Escape")
+            page.keyboard.press("Shift+Enter")
+            page.wait_for_selector(".jp-OutputArea-output:has-text('training')", timeout=30_000)
+            seen = []
+            while page.locator(".jp-OutputArea-output:has-text('finished')").count() == 0 and len(seen) < 60:
+                bar = " ".join(page.locator(".jp-StatusBar-Widget").all_inner_texts())
+                seen.append(("Busy" if "Busy" in bar else "Idle" if "Idle" in bar else bar[:40],
+                             _kernel_states(base, token)))
+                time.sleep(0.25)
+            assert len(seen) >= 8, f"the cell ended too early to watch: {seen}"
+            wrong = [(i, s) for i, s in enumerate(seen[:-1]) if s != ("Busy", ["busy"])]
+            assert not wrong, (
+                f"while the cell ran, {len(wrong)} of {len(seen)} samples of (status bar, server's "
+                f"execution_state) were not (Busy, busy), first {wrong[:3]}: is commsOverSubshells still 'disabled' in "
+                "tools/jupyterlab-overrides.json (copied by `make setup`)?")
+        finally:
+            browser.close()
