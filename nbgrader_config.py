@@ -7,10 +7,11 @@ import os
 
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.converters import Autograde, GenerateAssignment
-from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades, SaveAutoGrades
+from nbgrader.preprocessors import ClearHiddenTests, ClearSolutions, Execute, GetGrades, SaveAutoGrades
 
 from grader.nbgrader_plugins import (
     ExecuteAnnouncingTestCells,
+    NameUnwrittenExercises,
     RedactFeedback,
     RequireCourseGrader,
     ScoreTestCellsByErrors,
@@ -43,8 +44,10 @@ c.Execute.interrupt_on_timeout = True
 _own = {Execute: ExecuteAnnouncingTestCells, SaveAutoGrades: ScoreTestCellsByErrors}
 c.Autograde.autograde_preprocessors = [RequireCourseGrader] + [
     _own.get(p, p) for p in Autograde.class_traits()["autograde_preprocessors"].default()]
-c.GenerateAssignment.preprocessors = [*GenerateAssignment.class_traits()["preprocessors"].default(),
-                                      TagTestCellsRaisesException]
+# The stubs name their exercise before nbgrader checksums and saves the cells.
+_release = GenerateAssignment.class_traits()["preprocessors"].default()
+_release.insert(_release.index(ClearSolutions) + 1, NameUnwrittenExercises)
+c.GenerateAssignment.preprocessors = [*_release, TagTestCellsRaisesException]
 
 # Feedback never shows hidden-test code, in the cells or in their outputs.
 c.GenerateFeedback.preprocessors = [GetGrades, RedactFeedback, ClearHiddenTests, CSSHTMLHeaderPreprocessor]

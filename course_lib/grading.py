@@ -55,7 +55,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from course_lib.grading_env import RECORD_ENV, RECORD_FILE, SEED_ENV, WITHHOLD_ENV  # noqa: F401 (re-exported)
+from course_lib.grading_env import RECORD_ENV, RECORD_FILE, SEED_ENV, UNWRITTEN, WITHHOLD_ENV  # noqa: F401 (re-exported)
 
 
 class ForbiddenCallError(RuntimeError):
@@ -680,7 +680,31 @@ def assert_raises(exception: type[BaseException], function: Callable, *args: Any
 
 
 def _raises_message(name: str, expected: str, outcome: str, hint: str | None) -> str:
+    if outcome.startswith("raised NotImplementedError") and expected != "NotImplementedError":
+        # an unanswered exercise: what its stub says, and no hint (the hint is about another mistake)
+        said = outcome.partition(": ")[2]
+        return said if UNWRITTEN in said else f"{name} raised NotImplementedError: is its exercise written yet?"
     return f"{name} must raise {expected}; it {outcome}." + (f" Hint: {hint}" if hint else "")
+
+
+def _show_unwritten(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: int | None = None) -> None:
+    """IPython's handler of NotImplementedError and AssertionError: an unanswered exercise (its
+    stub raised "Exercise N (`name`) is not written yet: ...", directly or inside a check) is shown
+    as that one line, without a traceback through the course (or Triton); anything else as usual."""
+    if UNWRITTEN in str(value):
+        shell._showtraceback(etype, value, [str(value)])
+    else:
+        shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+
+
+def _install_unwritten_handler() -> None:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None and not shell.custom_exceptions:
+        shell.set_custom_exc((NotImplementedError, AssertionError), _show_unwritten)
 
 
 
@@ -697,7 +721,10 @@ def _case_error(description: str, error: BaseException) -> CaseError:
     """The error a test fails with. It is raised `from None`: its message says everything a
     learner sees of a hidden test, and formatting a deep traceback (a runaway recursion) can fail
     in IPython, which would leave the cell without an error."""
-    case_error = CaseError(f"{description} raised {type(error).__name__}: {error}")
+    if isinstance(error, NotImplementedError) and UNWRITTEN in str(error):
+        case_error = CaseError(str(error))  # an unanswered exercise: its stub says which
+    else:
+        case_error = CaseError(f"{description} raised {type(error).__name__}: {error}")
     case_error.learner_error = error.with_traceback(None)
     return case_error
 
@@ -771,4 +798,5 @@ def reports_errors(function: Callable, name: str | None = None) -> Callable:
     return reporting
 
 
+_install_unwritten_handler()
 _MACHINERY = _machinery()  # taken when the notebook imports the helpers, before any answer runs

@@ -21,3 +21,6 @@ SANDBOX_DIR = "/opt/grading"
 #: The most characters a sandboxed kernel outputs, and how its notice that it cut them begins.
 OUTPUT_LIMIT_ENV = "LLM_SANDBOX_OUTPUT_CHARS"
 OUTPUT_CUT = "[output cut by the grader"
+#: What the stub of an unanswered exercise says (grader/nbgrader_plugins.py writes it at release;
+#: course_lib.grading shows such an error as that one line).
+UNWRITTEN = "is not written yet"

@@ -1,6 +1,7 @@
 """nbgrader preprocessors of the course, named in nbgrader_config.py (which is configuration only).
 
 - `TagTestCellsRaisesException` (release): "Run All" goes on past an unanswered exercise.
+- `NameUnwrittenExercises` (release): an unanswered exercise's stub says which exercise it is.
 - `ExecuteAnnouncingTestCells` (autograde): nbgrader's Execute, running the graded test cells as
   grader/executor.py says (announced, hidden ones outside the kernel's history).
 - `ScoreTestCellsByErrors` (autograde): a test cell scores 0 only when it raised; what the answer
@@ -13,10 +14,12 @@
 from __future__ import annotations
 
 import os
+import re
 
 from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
 
+from course_lib.grading_env import UNWRITTEN
 from grader.cells import MARKER_WORDS
 from grader.executor import AnnouncesTestCells
 
@@ -43,6 +46,53 @@ class TagTestCellsRaisesException(NbGraderPreprocessor):
             if "raises-exception" not in tags:
                 tags.append("raises-exception")
         return cell, resources
+
+
+#: nbgrader's stub for a cleared answer (ClearSolutions.code_stub, python).
+STUB = "raise NotImplementedError()"
+_EXERCISE = re.compile(r"^#+ .*?\bExercise (\d+)\b", re.MULTILINE)
+_DEFINITION = re.compile(r"^(\s*)(?:def|class) (\w+)")
+
+
+def unwritten_stub(exercise: str | None, name: str | None, indent: str) -> str:
+    """The stub line of an answer region: which exercise, and what to do."""
+    what = f"Exercise {exercise}" if exercise else "This exercise"
+    if name:
+        what += f" (`{name}`)"
+    return (f'{indent}raise NotImplementedError("{what} {UNWRITTEN}: replace this line with your code, '
+            'run this cell, then its test cell.")')
+
+
+def _enclosing_definition(lines: list[str], index: int) -> str | None:
+    """The dotted name of the function or class the line `index` sits in (`MiniGPT.forward`)."""
+    depth, names = len(lines[index]) - len(lines[index].lstrip()), []
+    for line in reversed(lines[:index]):
+        match = _DEFINITION.match(line)
+        if match and len(match.group(1)) < depth:
+            names.append(match.group(2))
+            depth = len(match.group(1))
+    return ".".join(reversed(names)) or None
+
+
+class NameUnwrittenExercises(NbGraderPreprocessor):
+    """Released notebooks only, after ClearSolutions: each stub `raise NotImplementedError()` says
+    which exercise it belongs to (the last "Exercise N" heading above it) and its function, so
+    that an untouched exercise's first failure line says what to do, not a traceback."""
+
+    def preprocess(self, nb, resources):
+        exercise = None
+        for cell in nb.cells:
+            if cell.cell_type == "markdown":
+                numbers = _EXERCISE.findall(cell.source)
+                exercise = numbers[-1] if numbers else exercise
+            elif cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
+                lines = cell.source.split("\n")
+                for i, line in enumerate(lines):
+                    if line.strip() == STUB:
+                        indent = line[:len(line) - len(line.lstrip())]
+                        lines[i] = unwritten_stub(exercise, _enclosing_definition(lines, i), indent)
+                cell.source = "\n".join(lines)
+        return nb, resources
 
 
 def score_test_cell(cell: NotebookNode) -> float:

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from course_lib.grading_env import UNWRITTEN
+
 ROOT = Path(__file__).resolve().parents[2]
 LESSON = "00_setup"
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
@@ -265,9 +267,13 @@ def test_run_all_in_jupyterlab_reaches_the_end_with_unanswered_exercises(lab, br
                 if tracebacks.count():
                     errors.append((i, cell.locator(".jp-InputArea-editor").inner_text()[:60],
                                    tracebacks.first.inner_text()[-300:]))
-            unexpected = [e for e in errors if "NotImplementedError" not in e[2]]
+            unexpected = [e for e in errors if UNWRITTEN not in e[2]]
             assert not unexpected, f"errors other than unanswered exercises: {unexpected}"
-            assert errors, "the unanswered exercises' visible tests should fail with NotImplementedError"
+            assert errors, "the unanswered exercises' visible tests should fail, saying they are not written yet"
+            first = code_cells.nth(errors[0][0]).locator(
+                ".jp-RenderedText[data-mime-type='application/vnd.jupyter.stderr']").first.inner_text().strip()
+            one_line = first.startswith("This exercise (`stable_softmax`) is not written yet") and "\n" not in first
+            assert one_line, f"an untouched exercise's test should fail with its stub's one line, not a traceback: {first!r}"
         finally:
             browser.close()
 

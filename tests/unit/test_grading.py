@@ -1,5 +1,7 @@
 """course_lib.grading: forbid() blocks shortcuts and restores them; messages teach."""
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -176,6 +178,61 @@ def test_assert_raises_sees_the_learners_own_exception_type_through_reports_erro
     assert isinstance(error, ValueError)
     with pytest.raises(AssertionError, match="must raise TypeError; it raised ValueError"):
         grading.assert_raises(TypeError, wrapped, -1, name="p = -1")
+
+
+STUB_SAYS = "Exercise 1 (`minigpt`) is not written yet: replace this line with your code."
+
+
+def _unwritten(*args):
+    raise NotImplementedError(STUB_SAYS)
+
+
+def test_an_unwritten_exercise_is_what_its_stub_says_and_no_hint_about_another_mistake():
+    """assert_raises, reports_errors and case: an unanswered exercise's failure is its stub's one
+    line, not a hint written for a wrong answer (NotImplementedError is a RuntimeError too)."""
+    with pytest.raises(AssertionError) as caught:
+        grading.assert_raises(ValueError, _unwritten, "alibi", name="MiniGPT('alibi')",
+                              hint="raise ValueError for 'alibi'")
+    assert str(caught.value) == STUB_SAYS
+    with pytest.raises(grading.CaseError, match=rf"^{STUB_SAYS}$".replace("(", r"\(").replace(")", r"\)")):
+        grading.reports_errors(_unwritten)(1)
+    with pytest.raises(AssertionError) as caught:
+        grading.assert_raises(ValueError, _needs_positive_not_written, name="f(-1)", hint="say ValueError")
+    assert "NotImplementedError" in str(caught.value)
+    assert "Hint" not in str(caught.value)
+    # the grader's replay holds only the outcome, never the message
+    assert grading._raises_message("MiniGPT(...)", "ValueError", "raised NotImplementedError", "h") == \
+        "MiniGPT(...) raised NotImplementedError: is its exercise written yet?"
+    assert grading._raises_message("f(0)", "ValueError", "raised TypeError", "h") == \
+        "f(0) must raise ValueError; it raised TypeError. Hint: h"
+
+
+def _needs_positive_not_written(*args):
+    raise NotImplementedError()
+
+
+def test_ipython_shows_an_unwritten_exercise_as_its_one_line(capsys):
+    """In IPython (JupyterLab's kernel), the error of an unanswered exercise is its stub's line:
+    no traceback through the course or Triton. Other errors keep their traceback."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        shell.set_custom_exc((), None)
+        grading._install_unwritten_handler()
+        assert shell.custom_exceptions == (NotImplementedError, AssertionError)
+        shell.run_cell(f"def f():\n    raise NotImplementedError({STUB_SAYS!r})\nf()")
+        assert capsys.readouterr().out.strip() == STUB_SAYS
+        shell.run_cell(f"raise AssertionError({STUB_SAYS!r})")
+        assert capsys.readouterr().out.strip() == STUB_SAYS
+        result = shell.run_cell("def g():\n    raise NotImplementedError('later')\ng()")
+        shown = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
+        assert "most recent call last" in shown
+        assert "NotImplementedError: later" in shown
+        assert isinstance(result.error_in_exec, NotImplementedError), "still an error: the cell fails"
+    finally:
+        shell.set_custom_exc((), None)
+        InteractiveShell.clear_instance()
 
 
 def test_case_names_the_case_for_errors_and_not_for_assertions():
