@@ -16,6 +16,7 @@ import nbformat
 import psutil
 import pytest
 
+from course_lib.grading_env import UNWRITTEN
 from grader import autograde as ag
 from grader import processes, reference, sandbox
 from grader.cells import lesson_names
@@ -255,6 +256,10 @@ class RoundTripHonest(RoundTrip):
         not_tests = [c.get("id") or c.source[:60] for c in failing if not subs.is_test_cell(c)]
         assert failing, "the untouched student notebook should fail its test cells"
         assert not_tests == [], f"cells other than test cells fail in the student version: {not_tests}"
+        first_lines = {c.metadata["nbgrader"]["grade_id"]: next(o for o in c.outputs if o.output_type == "error").evalue
+                       for c in failing}
+        unclear = {cell: line[:120] for cell, line in first_lines.items() if UNWRITTEN not in line}
+        assert unclear == {}, f"an untouched exercise's test should say it is not written yet: {unclear}"
 
 
     def test_feedback_strips_hidden_tests_and_grades_export(self, graded):
