@@ -106,6 +106,17 @@ def lab(tmp_path, browser_path):
         yield f"{base}/lab/tree/{LESSON}/{LESSON}.ipynb?token={token}"
 
 
+@contextlib.contextmanager
+def _chromium_page(p, browser_path: str):
+    """A 1280 × 900 page of a headless Chromium (Playwright's `p`), closed afterwards."""
+    browser = p.chromium.launch(executable_path=browser_path,
+                                args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+    try:
+        yield browser.new_page(viewport={"width": 1280, "height": 900})
+    finally:
+        browser.close()
+
+
 def _status(url: str) -> int:
     try:
         with urllib.request.urlopen(url, timeout=10) as response:
@@ -194,10 +205,7 @@ def test_with_an_exchange_a_learner_fetches_and_submits_from_the_assignments_tab
     home.mkdir()
     with _jupyterlab(tmp_path, root=course, JUPYTER_CONFIG_PATH=str(EXCHANGE_CONFIG), HOME=str(home)) as (base, token), \
             sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=browser_path,
-                                    args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
+        with _chromium_page(p, browser_path) as page:
             page.goto(f"{base}/lab?token={token}")
             page.click(".lm-MenuBar-itemLabel:text-is('Nbgrader')", timeout=60_000)
             items = [t.strip() for t in page.locator(".lm-Menu-itemLabel").all_inner_texts() if t.strip()]
@@ -206,8 +214,6 @@ def test_with_an_exchange_a_learner_fetches_and_submits_from_the_assignments_tab
             page.click("button:has-text('Fetch')", timeout=30_000)
             page.click("button:has-text('Submit')", timeout=30_000)
             page.wait_for_selector("button:has-text('Fetch Feedback')", timeout=30_000)
-        finally:
-            browser.close()
     assert (course / LESSON / f"{LESSON}.ipynb").is_file(), "Fetch did not put the lesson in the course folder"
     inbound = list((exchange / "llm-internals" / "inbound").glob(f"*+{LESSON}+*/{LESSON}.ipynb"))
     assert len(inbound) == 1, f"Submit left {inbound} in the exchange"
@@ -217,10 +223,7 @@ def test_run_all_in_jupyterlab_reaches_the_end_with_unanswered_exercises(lab, br
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=browser_path,
-                                    args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
+        with _chromium_page(p, browser_path) as page:
             page.goto(lab)
             page.wait_for_selector(f".jp-Toolbar-kernelName:has-text('{KERNEL_DISPLAY_NAME}')",
                                    timeout=60_000)
@@ -274,8 +277,6 @@ def test_run_all_in_jupyterlab_reaches_the_end_with_unanswered_exercises(lab, br
                 ".jp-RenderedText[data-mime-type='application/vnd.jupyter.stderr']").first.inner_text().strip()
             one_line = first.startswith("This exercise (`stable_softmax`) is not written yet") and "\n" not in first
             assert one_line, f"an untouched exercise's test should fail with its stub's one line, not a traceback: {first!r}"
-        finally:
-            browser.close()
 
 
 LONG_CELL = """import time
@@ -305,10 +306,7 @@ def test_the_kernel_shows_busy_for_the_whole_of_a_long_cell_with_a_progress_bar(
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, root / "long.ipynb")
     with _jupyterlab(tmp_path, root=root) as (base, token), sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=browser_path,
-                                    args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
+        with _chromium_page(p, browser_path) as page:
             page.goto(f"{base}/lab/tree/long.ipynb?token={token}")
             page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
             page.click(".jp-Notebook")
@@ -327,5 +325,3 @@ def test_the_kernel_shows_busy_for_the_whole_of_a_long_cell_with_a_progress_bar(
                 f"while the cell ran, {len(wrong)} of {len(seen)} samples of (status bar, server's "
                 f"execution_state) were not (Busy, busy), first {wrong[:3]}: is commsOverSubshells still 'disabled' in "
                 "tools/jupyterlab-overrides.json (copied by `make setup`)?")
-        finally:
-            browser.close()

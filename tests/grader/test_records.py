@@ -162,6 +162,18 @@ def test_assert_raises_reports_what_happened_instead():
             assert_raises(ValueError, torch.softmax, torch.ones(2), 0)
 
 
+def test_the_replay_of_an_unanswered_exercise_says_so_without_the_hint():
+    """The record of a call that raised NotImplementedError (the stub) holds no message; its replay
+    says the exercise is not written yet, never the hint written for another mistake."""
+    from course_lib.grading_env import UNWRITTEN
+
+    message = replay_check("raises", "raised NotImplementedError", "ValueError",
+                           {"name": "MiniGPT(alibi)", "hint": "raise ValueError for 'alibi'"})
+    assert message.startswith(f"MiniGPT(alibi) raised NotImplementedError: its exercise {UNWRITTEN}")
+    assert "alibi'" not in message
+    assert replay_check("raises", "raised NotImplementedError", "NotImplementedError", {"name": "f"}) is None
+
+
 def test_assert_true_accepts_only_true():
     assert_true(True, "fine")
     assert_true(torch.tensor(True), "fine")
