@@ -343,7 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.root / "submitted").is_dir():
         print(f"nothing to grade: put submissions in {args.root / 'submitted'}/<student>/<lesson>/<lesson>.ipynb")
         return 1
-    stale = [lesson for lesson in lessons if Course(args.root).released(lesson).exists() and not release_is_current(args.root, lesson)]
+    with setup_lock(args.root):  # not while a shard started beside this one re-releases the lesson
+        stale = [lesson for lesson in lessons
+                 if Course(args.root).released(lesson).exists() and not release_is_current(args.root, lesson)]
     if stale:
         print(f"notebooks/ is out of date for {', '.join(stale)}: run `make release` (and send learners the new version) "
               f"before grading, or grading uses the old tests.")
