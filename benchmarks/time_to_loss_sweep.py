@@ -17,7 +17,8 @@ import time
 
 import torch
 
-from course_lib.training import CONFIGS, replace_model, train
+from course_lib.training import CONFIGS, train
+from course_lib.training.__main__ import with_overrides
 
 
 def parse_variant(text: str) -> dict:
@@ -46,13 +47,9 @@ def main() -> None:
     rows = []
     for text in args.variants:
         overrides = parse_variant(text)
-        base = CONFIGS[args.config]
-        model = {k.removeprefix("model."): overrides.pop(k) for k in list(overrides)
-                 if k.startswith("model.")}
-        config = base.replace(
-            **{"target_loss": args.target, "device": args.device, "plot": False,
-               "progress": False, "out_dir": "benchmarks/out/sweep", **overrides,
-               "model": replace_model(base.model, **model)})
+        config = with_overrides(CONFIGS[args.config], {
+            "target_loss": args.target, "device": args.device, "plot": False, "progress": False,
+            "out_dir": "benchmarks/out/sweep", **overrides})
         start = time.perf_counter()
         result = train(config)
         wall = time.perf_counter() - start

@@ -78,15 +78,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def with_overrides(config: TrainConfig, args: argparse.Namespace) -> TrainConfig:
-    """`config` with the flags given on the command line: --FIELD and --model.FIELD."""
-    given = {name: value for name, value in vars(args).items()
-             if value is not None and name not in ("config", "resume", "export")}
+def with_overrides(config: TrainConfig, overrides: dict) -> TrainConfig:
+    """`config` with some fields changed, by the command line's names: "max_iters" for a
+    TrainConfig field, "model.n_layer" for a field of its model (derived defaults follow)."""
+    given = dict(overrides)
     model = {name.removeprefix("model."): given.pop(name) for name in list(given)
              if name.startswith("model.")}
     if model:
         given["model"] = replace_model(config.model, **model)
     return config.replace(**given)
+
+
+def given_flags(args: argparse.Namespace) -> dict:
+    """The fields the command line set (flat model flags are stored as model.FIELD)."""
+    return {name: value for name, value in vars(args).items()
+            if value is not None and name not in ("config", "resume", "export")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,9 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.config is None and args.resume is None:
             parser.error("give --config NAME (a preset) or --resume PATH")
         if args.config is not None:
-            config = with_overrides(CONFIGS[args.config], args)
+            config = with_overrides(CONFIGS[args.config], given_flags(args))
         else:
-            config = with_overrides(config_from_checkpoint(args.resume), args)
+            config = with_overrides(config_from_checkpoint(args.resume), given_flags(args))
         result = train(config, resume=args.resume)
     except (CheckpointError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
