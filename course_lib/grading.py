@@ -683,7 +683,8 @@ def _raises_message(name: str, expected: str, outcome: str, hint: str | None) ->
     if outcome.startswith("raised NotImplementedError") and expected != "NotImplementedError":
         # an unanswered exercise: what its stub says, and no hint (the hint is about another mistake)
         said = outcome.partition(": ")[2]
-        return said if UNWRITTEN in said else f"{name} raised NotImplementedError: is its exercise written yet?"
+        return said if UNWRITTEN in said else (f"{name} raised NotImplementedError: its exercise {UNWRITTEN} "
+                                               "(write it, run its cell, then this test).")
     return f"{name} must raise {expected}; it {outcome}." + (f" Hint: {hint}" if hint else "")
 
 

@@ -202,7 +202,7 @@ def test_an_unwritten_exercise_is_what_its_stub_says_and_no_hint_about_another_m
     assert "Hint" not in str(caught.value)
     # the grader's replay holds only the outcome, never the message
     assert grading._raises_message("MiniGPT(...)", "ValueError", "raised NotImplementedError", "h") == \
-        "MiniGPT(...) raised NotImplementedError: is its exercise written yet?"
+        "MiniGPT(...) raised NotImplementedError: its exercise is not written yet (write it, run its cell, then this test)."
     assert grading._raises_message("f(0)", "ValueError", "raised TypeError", "h") == \
         "f(0) must raise ValueError; it raised TypeError. Hint: h"
 
