@@ -25,7 +25,7 @@ from tests.grading import submissions as subs
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = lesson_names(ROOT)
 TABLE_DIR = ROOT / "build" / "round_trip"
-LOOP_DEADLINE_S = 20
+LOOP_DEADLINE_S = 10  # lesson 00 reaches the loop in about 3 s; the loop spins a core until killed
 #: The hidden inputs of the policy-off batch: another seed than the notebook's own (0).
 BATCH_SEED = 20261127
 EDITS = "calls-reference-edits-tests"
@@ -61,6 +61,8 @@ HONEST, CHEATS, HOSTILE, POLICY_OFF, WRONG = "honest", "cheats", "hostile", "pol
 PARTS = (HONEST, CHEATS, HOSTILE, POLICY_OFF, WRONG)
 LESSON_PARTS = (HONEST, CHEATS, WRONG)
 WRONG_PER_EXERCISE = 3  # plausible wrong answers per exercise, graded as WRONG_PER_EXERCISE submissions
+# Lesson 10 grades four: its first four train and minigpt mistakes are each caught by a different check.
+WRONG_GRADED = {"10_your_gpt": 4}
 
 
 def _batches(part, lesson, root, solution, student) -> list[tuple[dict, dict]]:
@@ -84,7 +86,7 @@ def _batches(part, lesson, root, solution, student) -> list[tuple[dict, dict]]:
     if part == WRONG:
         wrong = subs.WRONG_ANSWERS[lesson]
         submissions = {f"wrong-{k + 1}": (subs.with_wrong_answers(student, wrong, k), None)
-                       for k in range(WRONG_PER_EXERCISE)}
+                       for k in range(WRONG_GRADED.get(lesson, WRONG_PER_EXERCISE))}
         submissions[HARVESTER] = (subs.with_harvesters(student, solution), None)
         return [(submissions, batch)]
     if part == CHEATS:
@@ -263,15 +265,18 @@ class RoundTripHonest(RoundTrip):
 
 
     def test_feedback_strips_hidden_tests_and_grades_export(self, graded):
-        """Both the full-marks and the failing submission: a failed hidden test shows only its
-        message, never the test's code (which a traceback would quote)."""
+        """The full-marks, the unanswered and a wrong submission: a failed hidden test shows
+        only its message, never the test's code (which a traceback would quote). Three pages of
+        seven (each about a second); the first lesson's policy-off batch writes every page."""
         from grader import feedback
 
         root, lesson = graded["root"], graded["lesson"]
-        written, failed = feedback.generate_feedback(root, [lesson])
+        pages = [HONEST_WORK, "untouched-student", "wrong-1"]
+        written, failed = feedback.generate_feedback(root, [lesson], students=pages)
         assert failed == [], f"generate_feedback failed: {failed}"
+        assert sorted(written) == sorted(f"{lesson}/{s}" for s in pages), written
         hidden_lines = _hidden_lines(root, lesson)
-        for student in (HONEST_WORK, "untouched-student"):
+        for student in pages:
             html = (root / "feedback" / student / lesson / f"{lesson}.html").read_text()
             assert "BEGIN HIDDEN TESTS" not in html
             leaked = [line for line in hidden_lines if line in html]

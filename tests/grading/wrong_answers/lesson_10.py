@@ -166,6 +166,7 @@ def train(model, config, train_data, val_data, *, resume=None):
     step_model = torch.compile(model) if config.compile else model
     g = torch.Generator().manual_seed(config.seed)
     step, train_losses, history = 0, [], []
+    torch.manual_seed(config.seed + 1)  # dropout's generator; a resumed run restores it below
     if resume is not None:
         state = torch.load(resume, map_location="cpu", weights_only=True)
         model.load_state_dict(state["model"])
@@ -261,6 +262,26 @@ _POST_LN = mutate(
 
 WRONG: dict[str, list[str]] = {
     "minigpt_answer": [
+        mutate(
+            _MINIGPT,
+            'approximate = "tanh" if c.activation == "gelu_tanh" else "none"',
+            'approximate = "none"',
+        ) + "  # gelu_tanh computed as the exact GELU",
+        mutate(
+            _MINIGPT,
+            "            return nn.LayerNorm(c.n_embd, eps=c.layer_norm_eps, bias=c.bias)",
+            "            return nn.LayerNorm(c.n_embd, bias=c.bias)",
+        ) + "  # layer_norm_eps ignored (LayerNorm's default 1e-5)",
+        mutate(
+            mutate(
+                _MINIGPT,
+                "                q = apply_rope(q, positions, c.rope_base)",
+                "                q = apply_rope(q, positions)",
+            ),
+            "                k = apply_rope(k, positions, c.rope_base)",
+            "                k = apply_rope(k, positions)",
+        ) + "  # rope_base ignored (apply_rope's default base)",
+        _MINIGPT.replace("dropout_p=p_drop,", "dropout_p=0.0,") + "  # no dropout on the attention weights",
         _POST_LN + "  # post-LN blocks instead of pre-LN",
         mutate(
             _MINIGPT,
@@ -306,6 +327,12 @@ WRONG: dict[str, list[str]] = {
         ) + "  # LayerNorm biases also when bias=False",
     ],
     "generate_answer": [
+        mutate(_GENERATE, "    model.train(was_training)\n", "") + "  # the model left in eval mode",
+        mutate(
+            _GENERATE,
+            "                    cache, feed = model.new_cache(), context  # (re)start from the window",
+            "                    cache, feed = model.new_cache(), (out if cache is None else context)",
+        ) + "  # the first cache fill takes the whole prompt, not the last block_size tokens",
         mutate(
             mutate(
                 _GENERATE,
@@ -352,6 +379,29 @@ WRONG: dict[str, list[str]] = {
         ) + "  # the uncached context is not cropped to block_size",
     ],
     "train_answer": [
+        mutate(_TRAIN, "        torch.set_rng_state(state[\"rng\"])\n", "")
+        + "  # a resumed run does not restore torch's random state (dropout)",
+        mutate(_TRAIN, "        step_model.train()\n        return out", "        return out")
+        + "  # the model stays in eval mode after an evaluation",
+        mutate(
+            _TRAIN,
+            "        if step % config.eval_interval == 0 or step == config.max_iters:\n"
+            "            record()\n",
+            "",
+        ).replace(
+            "            os.replace(path + \".tmp\", path)  # atomic: the old file or the new one, never half\n",
+            "            os.replace(path + \".tmp\", path)  # atomic: the old file or the new one, never half\n"
+            "        if step % config.eval_interval == 0 or step == config.max_iters:\n"
+            "            record()\n",
+        ) + "  # the checkpoint written before that step's evaluation",
+        mutate(
+            _TRAIN,
+            "            torch.save(state, path + \".tmp\")\n"
+            "            os.replace(path + \".tmp\", path)  # atomic: the old file or the new one, never half\n",
+            "            torch.save(state, path)\n",
+        ) + "  # the checkpoint written in place, not atomically",
+        mutate(_TRAIN, "    torch.manual_seed(config.seed + 1)  # dropout's generator; a resumed run restores it below\n", "")
+        + "  # dropout's generator not seeded (the run depends on what ran before it)",
         mutate(
             _TRAIN,
             "    groups = parameter_groups(model, config.weight_decay)",
@@ -567,12 +617,14 @@ def train(model, config, train_data, val_data, *, resume=None):
     batches = torch.Generator()
     batches.manual_seed(config.seed)
     log = {"train_losses": [], "history": [], "step": 0}
+    torch.manual_seed(config.seed + 1)
     if resume:
         saved = torch.load(resume, weights_only=True)
         model.load_state_dict(saved["weights"])
         opt.load_state_dict(saved["adamw"])
         sched.load_state_dict(saved["schedule"])
         batches.set_state(saved["batches"])
+        torch.set_rng_state(saved["dropout"])
         log = saved["log"]
 
     def evaluate_now():
@@ -612,7 +664,7 @@ def train(model, config, train_data, val_data, *, resume=None):
             final = os.path.join(config.out_dir, "ckpt_%06d.pt" % s)
             torch.save({"weights": model.state_dict(), "adamw": opt.state_dict(),
                         "schedule": sched.state_dict(), "batches": batches.get_state(),
-                        "log": log}, final + ".partial")
+                        "dropout": torch.get_rng_state(), "log": log}, final + ".partial")
             os.replace(final + ".partial", final)
     rate = done * config.batch_size * config.model.block_size * config.grad_accum_steps
     log["tokens_per_second"] = rate / max(time.time() - start, 1e-9)

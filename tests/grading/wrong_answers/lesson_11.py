@@ -39,16 +39,20 @@ _TILED = """
 WRONG: dict[str, list[str]] = {
     "merge_answer": [
         """
+        def merge_partials(m1, l1, o1, m2, l2, o2):  # rescales the caller's l1 and l2 in place
+            m = torch.maximum(m1, m2)
+            base = torch.where(torch.isneginf(m), torch.zeros_like(m), m)
+            l1.mul_(torch.exp(m1 - base))
+            l2.mul_(torch.exp(m2 - base))
+            l = l1 + l2
+            num = l1[..., None] * torch.nan_to_num(o1) + l2[..., None] * torch.nan_to_num(o2)
+            return m, l, num / torch.where(l == 0, torch.ones_like(l), l)[..., None]
+        """,
+        """
         def merge_partials(m1, l1, o1, m2, l2, o2):  # adds the sums without rescaling them to the new max
             m = torch.maximum(m1, m2)
             l = l1 + l2
             return m, l, (l1[..., None] * o1 + l2[..., None] * o2) / l[..., None]
-        """,
-        """
-        def merge_partials(m1, l1, o1, m2, l2, o2):  # right m and l, but averages the two outputs
-            m = torch.maximum(m1, m2)
-            l = torch.exp(m1 - m) * l1 + torch.exp(m2 - m) * l2
-            return m, l, (o1 + o2) / 2
         """,
         """
         def merge_partials(m1, l1, o1, m2, l2, o2):  # exponentiates the maxima themselves: overflows
@@ -56,6 +60,12 @@ WRONG: dict[str, list[str]] = {
             w1, w2 = torch.exp(m1) * l1, torch.exp(m2) * l2
             o = (w1[..., None] * o1 + w2[..., None] * o2) / (w1 + w2)[..., None]
             return m, (w1 + w2) / torch.exp(m), o
+        """,
+        """
+        def merge_partials(m1, l1, o1, m2, l2, o2):  # right m and l, but averages the two outputs
+            m = torch.maximum(m1, m2)
+            l = torch.exp(m1 - m) * l1 + torch.exp(m2 - m) * l2
+            return m, l, (o1 + o2) / 2
         """,
     ],
     "tiled_answer": [
