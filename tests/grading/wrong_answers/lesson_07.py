@@ -234,6 +234,8 @@ WRONG: dict[str, list[str]] = {
         mutate(_LOOP, "torch.optim.AdamW(ref.parameter_groups(model, config.weight_decay),",
                "torch.optim.AdamW(model.parameters(), weight_decay=config.weight_decay,"),
         # ^ weight decay on every parameter, LayerNorm gains and biases too
+        mutate(_LOOP, "betas=(config.beta1, config.beta2)", "betas=(0.9, 0.99)"),
+        # ^ the betas of the course's configs written out, not read from the config
         mutate(_LOOP, "                    g = torch.Generator().manual_seed(config.seed + 10000)\n", ""
                ).replace("get_batch(d, config.batch_size, config.model.block_size, g)",
                          "get_batch(d, config.batch_size, config.model.block_size, gen)"),
