@@ -41,7 +41,7 @@ $(STAMP): pyproject.toml constraints.txt Makefile tools/jupyterlab-overrides.jso
 	$(BIN)/python -m pip install --quiet --no-compile --disable-pip-version-check -c constraints.txt \
 		$(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -e ".[course,test]"
 	@# Its status is ignored, as pip ignores it: some wheels ship files for newer Pythons only.
-	-@$(BIN)/python -m compileall -q -j 0 $(VENV)/lib >/dev/null 2>&1
+	@$(BIN)/python -m compileall -q -j 0 $(VENV)/lib >/dev/null 2>&1 || true
 	$(BIN)/python -m ipykernel install --sys-prefix --name llm-course --display-name "LLM internals (.venv)"
 	@# This JupyterLab only: no news pop-up, and no nbgrader course/assignment lists (they need an
 	@# exchange; `make lab COURSE_EXCHANGE=DIR` turns the assignment list back on, see LAB_CONFIG_PATH).
