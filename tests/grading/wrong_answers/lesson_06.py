@@ -126,6 +126,7 @@ WRONG: dict[str, list[str]] = {
     ],
     "gpt_answer": [
         mutate(_GPT, "x = model.wte(idx) + model.wpe(pos)", "x = model.wte(idx)"),  # no positions
+        mutate(_GPT, "        x = model.drop(x)\n", ""),  # no dropout on the embeddings (eval mode hides it)
         mutate(_GPT, "        x = model.ln_f(x)\n", ""),  # no final LayerNorm
         mutate(_GPT, "return model.lm_head(x)",
                "return x @ model.wte.weight.T"),  # assumes a tied head: wrong for an untied one
