@@ -16,6 +16,12 @@ busy CPU time during each run (all processes, from /proc/stat: a killed kernel i
 one we wait for, so our children's own accounting misses it), whose ratio to the wall time is how
 many cores the run kept busy on average. Run it on an otherwise idle machine.
 
+Two ceilings on the ratio are printed with it. The machine's: a fixed single-thread job (torch's
+matmuls and plain Python, as a kernel runs them) timed alone and as N copies at once, so N x alone /
+together is the most any N-way parallel run can gain here. And the serial run's: a ratio is at
+most the cores / the cores the serial run already kept busy (the grader, nbgrader and the kernel
+overlap even at --jobs 1), unless the parallel run does less work in all than the serial one.
+
     python benchmarks/grading_parallel.py [--jobs 2] [--submissions 12]
 """
 
@@ -75,6 +81,28 @@ def cpu_seconds() -> float:
     return sum(times) - times.idle - getattr(times, "iowait", 0.0)
 
 
+CEILING_JOB = """
+import torch
+torch.set_num_threads(1)
+x = torch.randn(192, 192)
+sum(range(3_000_000))
+for _ in range(4000):
+    x = torch.tanh(x @ x)
+"""
+
+
+def machine_ceiling(n: int) -> tuple[float, float]:
+    """Seconds of CEILING_JOB alone, and of n copies started at once (until the last ends)."""
+    def run(copies: int) -> float:
+        start = time.perf_counter()
+        finish(*[subprocess.Popen([sys.executable, "-c", CEILING_JOB], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True) for _ in range(copies)])
+        return time.perf_counter() - start
+
+    run(1)  # warm the page cache
+    return min(run(1) for _ in range(2)), min(run(n) for _ in range(2))
+
+
 def scores(root: Path) -> dict[str, tuple[str, str]]:
     with open(root / "autograded" / "autograde-report.csv", newline="") as f:
         return {r["student"]: (r["status"], r["autograded_score"]) for r in csv.DictReader(f)}
@@ -86,6 +114,9 @@ def main() -> None:
     parser.add_argument("--submissions", type=int, default=12)
     args = parser.parse_args()
     n = args.jobs
+    alone, together = machine_ceiling(n)
+    print(f"the machine: one single-thread job {alone:.1f} s alone, {n} at once {together:.1f} s: "
+          f"at most {n * alone / together:.2f}x from {n} jobs")
     print(f"{datetime.date.today()} {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
           f"{args.submissions} submissions of {LESSON}, {'sandboxed' if shutil.which('bwrap') else 'NOT sandboxed'}")
     results = {}
@@ -118,6 +149,11 @@ def main() -> None:
     for label, (seconds, _, cpu) in results.items():
         print(f"| {label} | {seconds:.1f} | {seconds / args.submissions:.1f} | {serial_seconds / seconds:.2f}× "
               f"| {cpu:.0f} | {cpu / seconds:.2f} |")
+    busy = results["serial (--jobs 1)"][2] / serial_seconds
+    cores = min(n, os.cpu_count() or n)
+    print(f"\nceilings on --jobs {n} / serial: the machine's {n * alone / together:.2f}x; the serial run's "
+          f"{cores} cores / {busy:.2f} busy = {cores / busy:.2f}x; both together, roughly, "
+          f"{cores / busy * alone / together:.2f}x (each of {n} jobs runs {together / alone:.2f}x slower)")
 
 
 if __name__ == "__main__":
