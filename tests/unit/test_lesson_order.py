@@ -12,7 +12,7 @@ from grader.reference import imported_modules
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Modules every lesson may use: loading data, picking a device, the grading helpers, plots, measuring.
-SHARED = ("course_lib", "course_lib.data", "course_lib.device", "course_lib.grading", "course_lib.viz", "course_lib.vocabulary", "course_lib.grading_env",
+SHARED = ("course_lib", "course_lib.data", "course_lib.device", "course_lib.grading", "course_lib.contracts", "course_lib.viz", "course_lib.vocabulary", "course_lib.grading_env",
           "course_lib.profiling")
 LESSON_OF = {
     "course_lib.tokenization": 1,
