@@ -17,7 +17,8 @@ helpers (the expected values come from the reference, computed only where `expec
 
 The cases, in this order (each named in its messages): the base case in every allowed dtype; with
 `batch_dims`, a batch of one and two extra batch dimensions; every extreme; every invalid argument.
-For each returned value: equal to the reference's (shape, dtype and values); with `new_object`, no
+Arguments are passed positionally, in the order `inputs` builds them (a learner may rename a
+parameter, not move it), except those named in `keywords`. For each returned value: equal to the reference's (shape, dtype and values); with `new_object`, no
 storage shared with a tensor argument (a list is not returned as itself); with `inputs_unchanged`,
 every tensor argument equal to a copy taken before the call.
 """
@@ -78,6 +79,7 @@ class Contract:
     invalid: tuple[Invalid, ...] = ()
     outputs: int = 1
     base_batch: tuple[int, ...] = (2,)
+    keywords: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.dtypes:
@@ -134,6 +136,12 @@ def _copy(value: Any) -> Any:
     return value.clone() if isinstance(value, torch.Tensor) else value
 
 
+def _split(arguments: dict[str, Any], keywords: tuple[str, ...]) -> tuple[list[Any], dict[str, Any]]:
+    """A case's arguments as a call passes them: positionally in their order, except those the
+    contract names in `keywords` (a learner may rename a parameter; the prose fixes its place)."""
+    return [v for k, v in arguments.items() if k not in keywords], {k: v for k, v in arguments.items() if k in keywords}
+
+
 def _outputs(value: Any, count: int) -> list[Any]:
     """The `count` values a call returned: the value itself, or the items of the tuple it returned."""
     return [value] if count == 1 else list(value)
@@ -172,7 +180,8 @@ def check_contract(
         before = {k: _copy(v) for k, v in arguments.items()} if expecting() else {}
         label = f"{contract.name} on {description}"
         with case(f"{contract.name}({', '.join(f'{k}={describe_argument(v)}' for k, v in arguments.items())}), {description}"):
-            result = function(**arguments)
+            args, kwargs = _split(arguments, contract.keywords)
+            result = function(*args, **kwargs)
         if contract.outputs > 1:
             assert_true(isinstance(result, tuple) and len(result) == contract.outputs,
                         f"{label}: expected a tuple of {contract.outputs} values, got {describe_argument(result)}")
@@ -195,6 +204,7 @@ def check_contract(
                                     hint=f"do not change {k} in place (no {k} -= ..., {k}.masked_fill_, out=...): "
                                          "compute a new tensor")
     for bad in contract.invalid:
-        assert_raises(bad.error, function, name=f"{contract.name} with {bad.description}", hint=bad.hint,
-                      **{**base, **bad.changes})
+        args, kwargs = _split({**base, **bad.changes}, contract.keywords)
+        assert_raises(bad.error, function, *args, name=f"{contract.name} with {bad.description}", hint=bad.hint,
+                      **kwargs)
 

@@ -151,3 +151,23 @@ def test_while_graded_the_reference_never_runs_and_the_inputs_are_not_kept(monke
     check_contract(right, SOFTMAX, inputs=_inputs, reference=reference, seed=3)  # observes only
     with pytest.raises(AssertionError, match="shares memory"):  # a property of the answer alone still fails here
         check_contract(_returns_its_input, SOFTMAX, inputs=_inputs, reference=reference, seed=3)
+
+
+def test_arguments_go_by_position_so_a_renamed_parameter_passes():
+    def renamed(scores, axis=-1):
+        return right(scores, axis)
+
+    _check(renamed)
+
+
+def test_arguments_named_as_keywords_go_by_name():
+    contract = Contract("softmax", tensors=("x",), keywords=("dim",))
+    seen = {}
+
+    def spy(x, *, dim):
+        seen["dim"] = dim
+        return right(x, dim)
+
+    check_contract(spy, contract, inputs=lambda g, batch, dtype: {"dim": 0, "x": torch.randn(3, 4, generator=g)},
+                   reference=lambda dim, x: torch.softmax(x, dim=dim), seed=1)
+    assert seen == {"dim": 0}
