@@ -66,6 +66,8 @@ WRONG: dict[str, list[str]] = {
             return q @ k.transpose(-2, -1)
         """,
         mutate(_SCORES, "d = q.shape[-1]", "d = q.shape[1]"),  # dim 1 is d only without batch dims
+        mutate(_SCORES, "return q @ k.transpose(-2, -1) / math.sqrt(d)",
+               "return (q @ k.transpose(-2, -1) / math.sqrt(d)).squeeze()"),  # drops the dims of size 1
     ],
     "mask_answer": [
         mutate(_MASK, "masked_fill(~mask", "masked_fill(mask"),  # True read as "blocked"
@@ -78,6 +80,10 @@ WRONG: dict[str, list[str]] = {
                 mask = mask != float("-inf")
             return scores.masked_fill(~mask, float("-inf"))
         """,
+        # a mask that blocks nothing returns the caller's scores tensor itself
+        mutate(_MASK, "    if mask.dtype == torch.bool:\n",
+               "    if mask.dtype == torch.bool and bool(mask.all()):\n            return scores\n"
+               "        if mask.dtype == torch.bool:\n"),
     ],
     "softmax_answer": [
         """
@@ -101,6 +107,9 @@ WRONG: dict[str, list[str]] = {
             e = torch.exp(x - x.amax(dim=dim, keepdim=True))
             return e / e.sum(dim=dim, keepdim=True)
         """,
+        mutate(_SOFTMAX, "e = torch.exp(x - m)", "e = x.sub_(m).exp_()"),  # shifts the caller's x in place
+        mutate(_SOFTMAX, "e = torch.exp(x - m)",  # shifts only when exp could overflow: all-negative rows give 0/0
+               "e = torch.exp(x - m) if bool((m > 80).any()) else torch.exp(x)"),
     ],
     "attention_answer": [
         mutate(_ATTENTION, "tril(diagonal=Tk - Tq)", "tril()"),  # causal pattern aligned to the start

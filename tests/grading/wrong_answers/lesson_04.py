@@ -19,7 +19,9 @@ _GQA_FOLD = """
                 scores = scores.masked_fill(~mask, float("-inf"))
             else:
                 scores = scores + mask
-        w = torch.softmax(scores, dim=-1).reshape(B, G, r * Tq, Tk)
+        w = torch.softmax(scores, dim=-1)
+        w = torch.where(torch.isneginf(scores).all(-1, keepdim=True), torch.zeros_like(w), w)
+        w = w.reshape(B, G, r * Tq, Tk)
         return (w @ v).reshape(B, H, Tq, v.shape[-1])
 """
 
@@ -134,6 +136,11 @@ WRONG: dict[str, list[str]] = {
                 outs.append(torch.softmax(s, dim=-1) @ v[:, g])
             return torch.stack(outs, dim=1)
         """,
+        # softmax alone: NaN for a row whose mask blocks every key (lesson 03 gives zeros)
+        mutate(_GQA_FOLD, """        w = torch.where(torch.isneginf(scores).all(-1, keepdim=True), torch.zeros_like(w), w)
+""", ""),
+        # computes in float64 "for accuracy" and returns float64 for float32 inputs
+        mutate(_GQA_FOLD, "B, H, Tq, d = q.shape\n", "B, H, Tq, d = q.shape\n        q, k, v = q.double(), k.double(), v.double()\n"),
     ],
     "kv_bytes_answer": [
         mutate(_KV, "return 2 * n_layer", "return n_layer"),  # counts the keys only, not K and V
@@ -205,12 +212,23 @@ WRONG: dict[str, list[str]] = {
         mutate(_BANDED, " / math.sqrt(d)", ""),  # no 1/sqrt(d) scale
         mutate(_BANDED, "lo, hi = max(s - r, 0), min(e + r, T)",
                "lo, hi = s - r, min(e + r, T)"),  # window not clipped at 0: slices wrap around
+        # scales the caller's q in place, block by block, through views
+        mutate(_BANDED, "scores = q[..., s:e, :] @", "q[..., s:e, :] /= math.sqrt(d)\n            scores = q[..., s:e, :] @")
+        .replace(" / math.sqrt(d)\n            i =", "\n            i ="),
+        # slices dim 1, the sequence only when there is one batch dim
+        mutate(_BANDED, "q[..., s:e, :] @ k[..., lo:hi, :]", "q[:, s:e] @ k[:, lo:hi]")
+        .replace("@ v[..., lo:hi, :]", "@ v[:, lo:hi]"),
     ],
     "linformer_answer": [
         mutate(_LINFORMER, "(E @ k)", "(F @ k)").replace("(F @ v)", "(E @ v)"),  # E and F swapped
         mutate(_LINFORMER, "math.sqrt(q.shape[-1])", "math.sqrt(v.shape[-1])"),  # d_v, not d
         mutate(_LINFORMER, "torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)"),  # dim
         mutate(_LINFORMER, "math.sqrt(q.shape[-1])", "math.sqrt(E.shape[0])"),  # scales by sqrt(k)
+        # scales the caller's q in place
+        mutate(_LINFORMER, "scores = q @", "q /= math.sqrt(q.shape[-1])\n        scores = q @")
+        .replace(" / math.sqrt(q.shape[-1])\n        return", "\n        return"),
+        # .T reverses every dim: right for 2-D inputs only
+        mutate(_LINFORMER, "(E @ k).transpose(-2, -1)", "(E @ k).T"),
     ],
 }
 
@@ -234,7 +252,8 @@ RIGHT: dict[str, str] = {
                     m = mask[:, h]
                     s = torch.where(m, s, torch.tensor(float("-inf"), dtype=s.dtype)) \\
                         if m.dtype == torch.bool else s + m
-                heads.append(torch.einsum("bqk,bkd->bqd", torch.softmax(s, -1), v[:, g]))
+                p = torch.softmax(s, -1).nan_to_num(0.0)         # a fully blocked row: zeros
+                heads.append(torch.einsum("bqk,bkd->bqd", p, v[:, g]))
             return torch.stack(heads, dim=1)
     """,
     # idiom: postponed annotations, operator, functools.reduce

@@ -88,6 +88,38 @@ WRONG: dict[str, list[str]] = {
             return torch.cat(outs, -2), torch.cat(lses, -1)
         """,
         mutate(_TILED, "j > i + Tk - Tq", "j > i"),  # the causal mask aligned to the start
+        """
+        def tiled_attention(q, k, v, block_size=64, causal=False):  # no running max: exp of the raw scores
+            Tq, Tk = q.shape[-2], k.shape[-2]
+            outs, lses = [], []
+            for qs in range(0, Tq, block_size):
+                qt = q[..., qs:qs + block_size, :] / math.sqrt(q.shape[-1])
+                l = torch.zeros(qt.shape[:-1], dtype=q.dtype)
+                acc = torch.zeros(*qt.shape[:-1], v.shape[-1], dtype=q.dtype)
+                for ks in range(0, Tk, block_size):
+                    s = qt @ k[..., ks:ks + block_size, :].transpose(-2, -1)
+                    if causal:
+                        i = torch.arange(qs, qs + s.shape[-2])[:, None]
+                        j = torch.arange(ks, ks + s.shape[-1])[None, :]
+                        s = s.masked_fill(j > i + Tk - Tq, float("-inf"))
+                    p = torch.exp(s)
+                    l = l + p.sum(-1)
+                    acc = acc + p @ v[..., ks:ks + block_size, :]
+                outs.append(acc / torch.where(l > 0, l, torch.ones_like(l))[..., None])
+                lses.append(torch.log(l))
+            return torch.cat(outs, -2), torch.cat(lses, -1)
+        """,
+        mutate(  # scales the caller's q through the view of its tile
+            _TILED,
+            "qt = q[..., qs:qs + block_size, :] / math.sqrt(q.shape[-1])",
+            "qt = q[..., qs:qs + block_size, :]\n            qt *= 1 / math.sqrt(q.shape[-1])",
+        ),
+        mutate(  # works in float64 for accuracy: out cast back to q's dtype, lse left in float64
+            mutate(_TILED, "def tiled_attention(q, k, v, block_size=64, causal=False):\n",
+                   "def tiled_attention(q, k, v, block_size=64, causal=False):\n"
+                   "        dtype = q.dtype\n        q, k, v = q.double(), k.double(), v.double()\n"),
+            "return torch.cat(outs, -2), torch.cat(lses, -1)", "return torch.cat(outs, -2).to(dtype), torch.cat(lses, -1)",
+        ),
     ],
     "score_grad_answer": [
         """
@@ -101,6 +133,16 @@ WRONG: dict[str, list[str]] = {
         """
         def tile_score_grad(p, dp, out, grad_out):  # D without keepdim: broadcast along the wrong axis
             return p * (dp - (grad_out * out).sum(-1))
+        """,
+        """
+        def tile_score_grad(p, dp, out, grad_out):  # subtracts D from the caller's dp tile in place
+            dp -= (grad_out * out).sum(-1, keepdim=True)
+            return p * dp
+        """,
+        """
+        def tile_score_grad(p, dp, out, grad_out):  # D summed in float64 "for accuracy": float64 out
+            D = (grad_out * out).sum(-1, keepdim=True, dtype=torch.float64)
+            return p * (dp - D)
         """,
     ],
     "triton_answer": [
@@ -130,6 +172,13 @@ WRONG: dict[str, list[str]] = {
             p = tl.exp(s - m_new[:, None])
             alpha = tl.exp(m_i - m_new)
             return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        """,
+        """
+        @triton_jit
+        def tile_step(q, k, v, m_i, l_i, acc, allowed, scale):  # no running max: exp of the raw scores
+            s = tl.where(allowed, tl.dot(q, tl.trans(k)) * scale, float("-inf"))
+            p = tl.exp(s)
+            return tl.maximum(m_i, tl.max(s, 1)), l_i + tl.sum(p, 1), acc + tl.dot(p.to(v.dtype), v)
         """,
     ],
 }
