@@ -90,6 +90,7 @@ WRONG: dict[str, list[str]] = {
         mutate(_RELPOS, "i = torch.arange(T)", "i = torch.arange(T, dtype=torch.float32)"),
         # accepts T = 0 (an empty matrix) instead of raising
         mutate(_RELPOS, "T < 1", "T < 0"),
+        mutate(_RELPOS, "if not isinstance(T, int) or T < 1:", "if T < 1:"),  # accepts T = 4.0
     ],
     "shaw_answer": [
         # key minus query flipped: the rows of rel_k are read backwards
@@ -109,6 +110,11 @@ WRONG: dict[str, list[str]] = {
         """,
         # clips to [-max_rel, max_rel - 1]: the last row is never used
         mutate(_SHAW, ".clamp(-max_rel, max_rel)", ".clamp(-max_rel, max(max_rel - 1, 0))"),
+        mutate(_SHAW, "per = q @ rel_k.T", "q /= math.sqrt(d)\n        per = q @ rel_k.T")
+        .replace(" + pos) / math.sqrt(d)", " + pos)"),  # scales the caller's q in place
+        mutate(_SHAW, "T, d = q.shape[-2], q.shape[-1]",  # float64 "for accuracy", returned as float64
+               "T, d = q.shape[-2], q.shape[-1]\n        q, k, rel_k = q.double(), k.double(), rel_k.double()"),
+        mutate(_SHAW, "idx.expand(*q.shape[:-1], T)", "idx.expand(q.shape[0], T, T)"),  # one batch dim only
     ],
     "t5_attention_answer": [
         # i - j instead of j - i: every past key falls in bucket 0
@@ -140,6 +146,8 @@ WRONG: dict[str, list[str]] = {
         mutate(_T5, 'float("-inf")', "0.0"),
         # max_distance left at 128: the log-spaced buckets end in the wrong place
         mutate(_T5, "bias_table.shape[0], max_distance)", "bias_table.shape[0])"),
+        mutate(_T5, "T, d = q.shape[-2], q.shape[-1]",  # float64 "for accuracy", returned as float64
+               "T, d = q.shape[-2], q.shape[-1]\n        q, k, v, bias_table = q.double(), k.double(), v.double(), bias_table.double()"),
     ],
     "rope_answer": [
         # GPT-NeoX's "half" layout: pairs channel i with i + d/2
@@ -161,6 +169,8 @@ WRONG: dict[str, list[str]] = {
         # cos and sin not cast: a float32 input comes back float64
         mutate(_ROPE, "c, s = ang.cos().to(x.dtype), ang.sin().to(x.dtype)",
                "c, s = ang.cos(), ang.sin()"),
+        mutate(_ROPE, "return torch.stack([a * c - b * s, a * s + b * c], dim=-1).flatten(-2)",
+               "x[..., 0::2], x[..., 1::2] = a * c - b * s, a * s + b * c\n        return x"),  # rotates x in place
     ],
     "alibi_answer": [
         # the power-of-two rule for every head count
