@@ -108,6 +108,12 @@ WRONG: dict[str, list[str]] = {
             out = (x - mean) / torch.sqrt(var + eps) * weight
             return out if bias is None else out + bias
         """,
+        """
+        def layer_norm(x, weight, bias=None, eps=1e-5):  # centres the caller's x in place
+            x -= x.mean(dim=-1, keepdim=True)
+            out = x / torch.sqrt((x ** 2).mean(dim=-1, keepdim=True) + eps) * weight
+            return out if bias is None else out + bias
+        """,
     ],
     "ffn_answer": [
         mutate(_FFN, '"gelu": nn.GELU(), ', '"gelu": nn.GELU(approximate="tanh"), '),  # GPT-2's for both
@@ -123,6 +129,7 @@ WRONG: dict[str, list[str]] = {
         mutate(_BLOCK, "h = x + block.dropout(a)", "h = block.dropout(x + a)"),  # dropout on the bypass too
         mutate(_BLOCK, "block.ln_2(h)", "block.ln_1(h)"),  # one LayerNorm for both branches
         mutate(_BLOCK, "is_causal=True", "is_causal=False"),  # attention sees the future
+        mutate(_BLOCK, "h = x + block.dropout(a)", "x += block.dropout(a)\n        h = x"),  # adds into the caller's x
     ],
     "gpt_answer": [
         mutate(_GPT, "x = model.wte(idx) + model.wpe(pos)", "x = model.wte(idx)"),  # no positions
@@ -185,6 +192,16 @@ WRONG: dict[str, list[str]] = {
         mutate(_ACCURACY, "keep = targets != ignore_index", "keep = targets != -100"),  # -100 hard-coded
         mutate(_ACCURACY, "top = logits[keep].topk(k, dim=-1).indices",
                "top = logits[keep].argmax(dim=-1, keepdim=True)"),  # ignores k
+        """
+        def topk_accuracy(logits, targets, k=1, ignore_index=-100):  # overwrites the caller's ignored targets
+            keep = targets != ignore_index
+            if not keep.any():
+                raise ValueError("nothing to score")
+            targets[~keep] = 0
+            hits = (logits.topk(k, dim=-1).indices == targets[..., None]).any(dim=-1) & keep
+            return hits.sum().item() / keep.sum().item()
+        """,
+        mutate(_ACCURACY, "return hits.float().mean().item()", "return hits.float().mean()"),  # a tensor, not a float
     ],
     "classify_answer": [
         mutate(_CLASSIFY, "hidden[torch.arange(len(lengths)), lengths - 1]",
