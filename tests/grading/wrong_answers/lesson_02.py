@@ -59,6 +59,7 @@ WRONG: dict[str, list[str]] = {
         def one_hot_embed(ids, E):  # the built-in one-hot the exercise asks you to build
             return F.one_hot(ids, E.shape[0]).to(E.dtype) @ E
         """,
+        mutate(_ONE_HOT, "return O @ E", "return (O @ E).squeeze()"),  # drops a batch of one
     ],
     "token_position_answer": [
         mutate(_TOKEN_POSITION, "torch.arange(T)", "torch.arange(1, T + 1)"),  # positions from 1
@@ -84,6 +85,8 @@ WRONG: dict[str, list[str]] = {
             omega = base ** (-torch.arange(0, n_embd, 2, dtype=torch.float32) / n_embd)
             return torch.cat([torch.sin(p * omega), torch.cos(p * omega)], dim=-1)
         """,
+        "\n    import functools\n\n\n    @functools.lru_cache(maxsize=None)  # one shared table per argument tuple"
+        + _SINUSOIDAL.replace("\n    def sinusoidal_pe", "\n    def sinusoidal_pe", 1),
     ],
     "cosine_answer": [
         mutate(_COSINE, "nb = b.norm(dim=dim, keepdim=True).clamp_min(eps)",
@@ -101,6 +104,13 @@ WRONG: dict[str, list[str]] = {
             nb = b.norm(dim=dim, keepdim=True).clamp_min(eps)
             return 1 - ((a / na) * (b / nb)).sum(dim=dim)
         """,
+        """
+        def cosine_similarity(a, b, dim=-1, eps=1e-8):  # normalises the caller's tensors in place
+            a /= a.norm(dim=dim, keepdim=True).clamp_min(eps)
+            b /= b.norm(dim=dim, keepdim=True).clamp_min(eps)
+            return (a * b).sum(dim=dim)
+        """,
+        mutate(_COSINE, "na = a.norm", "a, b = a.double(), b.double()\n        na = a.norm"),  # float64 out
     ],
 }
 
