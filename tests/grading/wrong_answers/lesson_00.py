@@ -44,6 +44,8 @@ WRONG: dict[str, list[str]] = {
             exps = torch.exp(x.double())
             return (exps / exps.sum(dim=dim, keepdim=True)).to(x.dtype)
         """,
+        mutate(_SOFTMAX, "return exps / exps.sum(dim=dim, keepdim=True)",
+               "return (exps / exps.sum(dim=dim, keepdim=True)).squeeze()"),  # drops dims of size 1
     ],
     "cross_entropy_answer": [
         """
@@ -67,6 +69,8 @@ WRONG: dict[str, list[str]] = {
             return (lse - logits[torch.arange(len(targets)), targets]).mean()
         """,
         mutate(_CROSS_ENTROPY, "logits.amax(dim=-1, keepdim=True)", "logits.max()"),  # one max for all rows
+        mutate(_CROSS_ENTROPY, "m = logits.amax(dim=-1, keepdim=True)",
+               "logits = logits.squeeze()\n        m = logits.amax(dim=-1, keepdim=True)"),  # (1, C) becomes (C,)
     ],
 }
 
