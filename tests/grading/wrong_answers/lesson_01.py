@@ -129,6 +129,14 @@ WRONG: dict[str, list[str]] = {
                 counts[pair] = counts.get(pair, 0) + 1
             return counts
         """,
+        """
+        def get_stats(ids, counts=None):  # consumes the caller's list while counting
+            counts = {} if counts is None else counts
+            while len(ids) > 1:
+                pair = (ids.pop(0), ids[0])
+                counts[pair] = counts.get(pair, 0) + 1
+            return counts
+        """,
     ],
     "merge_answer": [
         """
@@ -163,6 +171,7 @@ WRONG: dict[str, list[str]] = {
                     return ids[:i] + [idx] + ids[i + 2:]
             return list(ids)
         """,
+        mutate(_MERGE, "    out = []\n", "    if pair not in zip(ids, ids[1:]):\n            return ids  # nothing to merge\n        out = []\n"),
     ],
     "train_bpe_answer": [
         mutate(_TRAIN, "max(counts, key=counts.get)", "sorted(counts, key=counts.get)[-1]"),  # last of ties
@@ -278,6 +287,9 @@ WRONG: dict[str, list[str]] = {
         mutate(_VITERBI, "best[start] + log_probs[piece] > best[end]",
                "best[start] * log_probs[piece] > best[end]"),  # multiplies log-probabilities
         mutate(_VITERBI, "range(max(0, end - longest), end)", "range(max(0, end - longest + 1), end)"),
+        mutate(_VITERBI, "best = [0.0] + [-math.inf] * n", "best = [0.0] * (n + 1)  # 0.0 marks 'not reached yet'")
+        .replace("best[start] + log_probs[piece] > best[end]:",
+                 "(best[end] == 0.0 or best[start] + log_probs[piece] > best[end]):"),
     ],
     "fertility_answer": [
         mutate(_FERTILITY, "len(encode(text)) / len(words)", "len(encode(text)) // len(words)"),  # //
@@ -299,6 +311,7 @@ WRONG: dict[str, list[str]] = {
             return len(encode(text)) / len(words)
         """,
         mutate(_FERTILITY, "len(encode(text)) / len(words)", "len(set(encode(text))) / len(words)"),
+        mutate(_FERTILITY, "if len(words) == 0:", "if not text:"),  # a text of only whitespace divides by 0
     ],
 }
 
