@@ -577,8 +577,8 @@ def assert_sequence_equal(actual: Any, *, expect: Callable[[], Sequence], name: 
 
 def assert_equal(actual: Any, *, expect: Callable[[], Any], name: str = "output", hint: str | None = None) -> None:
     """`actual == expect()` for numbers, strings, bytes, None and lists, tuples and dicts of them,
-    with the exact type (True is not 1, a tuple is not a list); tensors must be equal elementwise.
-    Otherwise a message with both values."""
+    with the exact type (True is not 1, a tuple is not a list); tensors must have the same shape
+    and dtype and be equal elementwise. Otherwise a message with both values."""
     __tracebackhide__ = True
     expected = _expected(expect, "assert_equal")
     _record("equal", actual, expected, name=name, hint=hint)
@@ -586,6 +586,8 @@ def assert_equal(actual: Any, *, expect: Callable[[], Any], name: str = "output"
         return
     suffix = f" Hint: {hint}" if hint else ""
     if isinstance(expected, torch.Tensor):
+        if isinstance(actual, torch.Tensor) and actual.shape == expected.shape and actual.dtype != expected.dtype:
+            _fail(f"{name}: expected dtype {expected.dtype}, got {actual.dtype}.{suffix}")
         if not (isinstance(actual, torch.Tensor) and actual.shape == expected.shape and torch.equal(actual.cpu(), expected.cpu())):
             _fail(f"{name}: expected {_short(expected)}, got {_short(actual)}.{suffix}")
         return

@@ -267,3 +267,11 @@ def test_a_runaway_recursion_becomes_a_short_case_error():
         grading.reports_errors(recurse)(0)
     assert caught.value.__cause__ is None
     assert caught.value.__suppress_context__
+
+
+def test_assert_equal_on_tensors_compares_the_dtype():
+    # torch.equal(int32, int64) is True: the dtype is checked on its own, and named
+    with pytest.raises(AssertionError, match="expected dtype torch.int64, got torch.int32"):
+        grading.assert_equal(torch.tensor([1, 2], dtype=torch.int32), expect=lambda: torch.tensor([1, 2]),
+                             name="the tokens")
+    grading.assert_equal(torch.tensor([1, 2]), expect=lambda: torch.tensor([1, 2]), name="the tokens")

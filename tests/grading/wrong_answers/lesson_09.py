@@ -146,6 +146,8 @@ WRONG: dict[str, list[str]] = {
         mutate(_TOP_K, "        k = min(k, logits.shape[-1])\n", ""),  # k >= V raises
         mutate(_TOP_K, "isinstance(k, bool) or not isinstance(k, int) or k < 1",
                "k < 1"),  # k = 2.5 is not refused
+        mutate(_TOP_K, "        k = min(k, logits.shape[-1])\n",
+               "        if k >= logits.shape[-1]:\n            return logits  # nothing to filter\n"),
     ],
     "top_p_answer": [
         mutate(_TOP_P, "before >= p", "before > p"),  # at exactly p keeps one token too many
@@ -163,6 +165,9 @@ WRONG: dict[str, list[str]] = {
                "logits[drop] = float(\"-inf\")\n        return logits"),  # modifies the input
         mutate(_TOP_P, "before >= p", "probs.cumsum(dim=-1) > p"),  # the notes' rule (below p only)
         mutate(_TOP_P, "if not 0 < p <= 1:", "if not 0 <= p <= 1:"),  # p = 0 accepted
+        mutate(_TOP_P, '            raise ValueError("p must be in (0, 1]")\n',
+               '            raise ValueError("p must be in (0, 1]")\n        if p == 1:\n            return logits  # keeps everything\n'),
+        mutate(_TOP_P, "return logits.masked_fill(drop", "return logits.float().masked_fill(drop"),  # float32 whatever the input
     ],
     "sample_answer": [
         mutate(_SAMPLE, "probs = logits.double().softmax(dim=-1)",
@@ -208,6 +213,8 @@ WRONG: dict[str, list[str]] = {
         ),  # top-p before top-k
         mutate(_SAMPLE, "u = torch.rand(logits.shape[0], generator=generator, dtype=torch.float64)",
                "u = torch.rand(logits.shape[0], dtype=torch.float64)"),  # ignores the generator
+        mutate(_SAMPLE, "if temperature <= 0:", "if temperature < 0:"),  # T = 0 divides by zero
+        mutate(_SAMPLE, "return torch.minimum(token, last)", "return torch.minimum(token, last).int()"),  # int32 ids
     ],
 }
 
