@@ -153,6 +153,8 @@ WRONG: dict[str, list[str]] = {
             s = s.squeeze(-2).masked_fill(~valid[..., 0][:, :, None], -math.inf)
             return (torch.softmax(s, dim=-1) @ v).reshape(B, H, 1, d)
         """,
+        mutate(_NEWEST, "v = torch.where(valid[:, None, :, None], v_buf, 0.0)",
+               "v = v_buf.masked_fill_(~valid[:, None, :, None], 0.0)"),  # cleans the caller's buffer in place
     ],
     "rope_answer": [
         mutate(_ROPE, "pos = torch.arange(L, L + T)", "pos = torch.arange(T)"),  # new tokens at 0 .. T-1
@@ -163,6 +165,9 @@ WRONG: dict[str, list[str]] = {
         mutate(_ROPE, "L, T, d = k_cache.shape[-2], q_new.shape[-2], q_new.shape[-1]",
                "L, T, d = k_cache.shape[1], q_new.shape[1], q_new.shape[2]"),  # assumes (B, T, d) inputs
         mutate(_ROPE, " / math.sqrt(d)", ""),  # no 1/sqrt(d)
+        mutate(_ROPE, "L, T, d = k_cache.shape[-2], q_new.shape[-2], q_new.shape[-1]",  # float64 "for accuracy"
+               "L, T, d = k_cache.shape[-2], q_new.shape[-2], q_new.shape[-1]\n"
+               "        q_new, k_new, k_cache = q_new.double(), k_new.double(), k_cache.double()"),
     ],
     "generate_answer": [
         """
