@@ -215,6 +215,8 @@ WRONG: dict[str, list[str]] = {
                "u = torch.rand(logits.shape[0], dtype=torch.float64)"),  # ignores the generator
         mutate(_SAMPLE, "if temperature <= 0:", "if temperature < 0:"),  # T = 0 divides by zero
         mutate(_SAMPLE, "return torch.minimum(token, last)", "return torch.minimum(token, last).int()"),  # int32 ids
+        mutate(_SAMPLE, "logits = logits / temperature", "logits /= temperature"),  # divides the caller's logits
+        mutate(_SAMPLE, "return torch.minimum(token, last)", "return torch.minimum(token, last).squeeze()"),  # () for B = 1
     ],
 }
 
