@@ -151,6 +151,7 @@ WRONG: dict[str, list[str]] = {
                ""),  # no error for a negative step
         mutate(_LR, "        if step > decay_iters:\n            return min_lr\n",
                ""),  # the cosine rises again after decay_iters
+        mutate(_LR, "math.cos(math.pi * r)", "torch.cos(torch.tensor(math.pi * r))"),  # a 0-d tensor
     ],
     "clip_answer": [
         """
@@ -186,6 +187,8 @@ WRONG: dict[str, list[str]] = {
                     p.grad.mul_(max_norm / (n + 1e-6))
             return math.sqrt(sum(n * n for n in norms))
         """,
+        mutate(_CLIP, "sum((g.double() ** 2).sum() for g in grads).sqrt().item()",
+               "sum((g.double() ** 2).sum() for g in grads).sqrt()"),  # returns a 0-d tensor
     ],
     "accum_answer": [
         mutate(_ACCUM, "weight = y.numel() / n_total", "weight = 1 / len(micro_batches)"),  # equal weights
@@ -195,6 +198,7 @@ WRONG: dict[str, list[str]] = {
         mutate(_ACCUM, "            mean_loss += loss.item() * weight\n        optimizer.step()\n",
                "            mean_loss += loss.item() * weight\n"
                "            optimizer.step()\n"),  # a step per micro-batch
+        mutate(_ACCUM, "mean_loss += loss.item() * weight", "mean_loss = mean_loss + loss.detach() * weight"),  # a tensor
     ],
     "flops_answer": [
         mutate(_FLOPS, "        if not config.tie_weights:\n            n -= config.vocab_size * config.n_embd\n",
@@ -205,6 +209,8 @@ WRONG: dict[str, list[str]] = {
                "        if True:\n            n -="),  # subtracts a position table rope/alibi lack
         mutate(_FLOPS, "return flops_per_token(config) * tokens_per_second / peak_flops",
                "return 100 * flops_per_token(config) * tokens_per_second / peak_flops"),  # a percentage
+        mutate(_FLOPS, "Q, T = config.n_layer, config.n_head, config.n_embd // config.n_head",
+               "Q, T = config.n_layer, config.n_head, config.n_embd / config.n_head"),  # a float count
     ],
     "train_step_answer": [
         mutate(_STEP, """        for g in optimizer.param_groups:
@@ -227,6 +233,7 @@ WRONG: dict[str, list[str]] = {
         mutate(_STEP, "        optimizer.zero_grad()\n", ""),  # adds to whatever .grad held before
         mutate(_STEP, "            total += loss.item()", "            total = loss.item() * n"),
         # ^ returns the last micro-batch's loss
+        mutate(_STEP, "total += loss.item()", "total = total + loss.detach()"),  # returns a tensor
     ],
     "train_loop_answer": [
         mutate(_LOOP, "lr = lr_at(it, config.learning_rate", "lr = lr_at(it + 1, config.learning_rate"),
