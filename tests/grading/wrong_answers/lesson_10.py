@@ -325,6 +325,10 @@ WRONG: dict[str, list[str]] = {
             "            return nn.LayerNorm(c.n_embd, eps=c.layer_norm_eps, bias=c.bias)",
             "            return nn.LayerNorm(c.n_embd, eps=c.layer_norm_eps)",
         ) + "  # LayerNorm biases also when bias=False",
+        mutate(_MINIGPT, """        if config.pos_encoding not in ("learned", "rope"):
+            raise ValueError(f"MiniGPT supports pos_encoding 'learned' or 'rope', "
+                             f"got {config.pos_encoding!r}")
+""", ""),  # no check: every pos_encoding but 'rope' runs as learned positions
     ],
     "generate_answer": [
         mutate(_GENERATE, "    model.train(was_training)\n", "") + "  # the model left in eval mode",
