@@ -1,4 +1,5 @@
-"""Measure the memory a piece of PyTorch code allocates, exactly and on any device.
+"""Measure the memory a piece of PyTorch code allocates, exactly and on any device, and compare
+the time of several calls like for like (`interleaved_seconds`).
 
     with record_memory() as mem:
         out = local_attention(q, k, v, 129)
@@ -16,9 +17,10 @@ figures are deterministic: the same code gives the same numbers on every machine
 
 from __future__ import annotations
 
+import statistics
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -26,7 +28,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-__all__ = ["MemoryRecord", "record_memory", "timed"]
+__all__ = ["MemoryRecord", "interleaved_seconds", "record_memory", "timed"]
 
 
 @dataclass
@@ -91,3 +93,26 @@ def timed(fn, device: torch.device | str = "cpu"):
     if cuda:
         torch.cuda.synchronize()
     return time.perf_counter() - start, out
+
+
+def interleaved_seconds(calls: Mapping[str, Callable[[], object]], rounds: int = 5,
+                        warmup: int = 1) -> dict[str, float]:
+    """{name: the median seconds of one call} for calls compared with each other: every call once
+    per round, in order, for `warmup` untimed rounds and then `rounds` timed ones. A change in the
+    machine's load during the measurement (another process, a clock that slows) then falls on
+    every call alike, which timing each call's repeats back to back does not ensure."""
+    if not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
+    if not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
+    if not calls:
+        raise ValueError("interleaved_seconds needs at least one call to time")
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for round_ in range(warmup + rounds):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            elapsed = time.perf_counter() - start
+            if round_ >= warmup:
+                times[name].append(elapsed)
+    return {name: statistics.median(values) for name, values in times.items()}
