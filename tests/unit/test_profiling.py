@@ -10,7 +10,8 @@ from course_lib.profiling import interleaved_seconds, record_memory
 
 def test_record_memory_sees_the_largest_new_tensor():
     with record_memory() as mem:
-        torch.zeros(3, 5) + 1
+        out = torch.zeros(3, 5) + 1
+    assert out.shape == (3, 5)
     assert mem.largest_shape == (3, 5)
     assert mem.largest_numel == 15
 
@@ -30,7 +31,7 @@ def test_interleaved_seconds_takes_the_median_round(monkeypatch):
     assert interleaved_seconds({"a": lambda: None}, rounds=3, warmup=0) == {"a": 1.0}
 
 
-@pytest.mark.parametrize("kwargs, says", [
+@pytest.mark.parametrize(("kwargs", "says"), [
     (dict(rounds=0), "rounds must be an int >= 1"),
     (dict(rounds=2.5), "rounds must be an int >= 1"),
     (dict(warmup=-1), "warmup must be an int >= 0"),
