@@ -509,11 +509,12 @@ def with_answers(student_nb, answers: dict[str, str]):
 
 
 def with_wrong_answers(student_nb, answers: dict[str, list[str]], k: int):
-    """The student version with the k-th wrong answer in every answer cell that has one."""
+    """The student version with the k-th wrong answer in every answer cell that has one (an
+    exercise with fewer wrong answers keeps the student's stub)."""
     nb = copy.deepcopy(student_nb)
     for cell in answer_cells(nb):
         wrong = answers.get(meta(cell)["grade_id"])
-        if wrong:
+        if wrong and k < len(wrong):
             cell.source = textwrap.dedent(wrong[k]).strip()
     return nb
 

@@ -21,6 +21,7 @@ from grader import autograde as ag
 from grader import processes, reference, sandbox
 from grader.cells import lesson_names
 from tests.grading import submissions as subs
+from tests.grading.wrong_answers import GRADED_WRONG
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = lesson_names(ROOT)
@@ -60,9 +61,11 @@ def _strip_volatile(nb) -> dict:
 HONEST, CHEATS, HOSTILE, POLICY_OFF, WRONG = "honest", "cheats", "hostile", "policy-off", "wrong"
 PARTS = (HONEST, CHEATS, HOSTILE, POLICY_OFF, WRONG)
 LESSON_PARTS = (HONEST, CHEATS, WRONG)
-WRONG_PER_EXERCISE = 3  # plausible wrong answers per exercise, graded as WRONG_PER_EXERCISE submissions
-# Lesson 10 grades four: its first four train and minigpt mistakes are each caught by a different check.
-WRONG_GRADED = {"10_your_gpt": 4}
+WRONG_PER_EXERCISE = 3  # plausible wrong answers per exercise, at least
+# How many of each exercise's wrong answers a lesson's round trip grades (one submission each):
+# its module's GRADED (tests/grading/wrong_answers/lesson_NN.py), the first three and those of its
+# contract checks.
+WRONG_GRADED = GRADED_WRONG
 
 
 def _batches(part, lesson, root, solution, student) -> list[tuple[dict, dict]]:

@@ -23,6 +23,10 @@ _CROSS_ENTROPY = """
 # Plausible wrong answers: the mistakes learners make, at least three per exercise. The k-th
 # wrong answer of every exercise of a lesson share one submission (exercises are graded
 # independently), and each must lose at least one of its exercise's points.
+# The round trip grades the first 4 wrong answers of each exercise (submissions wrong-1 to
+# wrong-4); the rest are tried by tools/try_answers.py.
+GRADED = 4
+
 WRONG: dict[str, list[str]] = {
     "softmax_answer": [
         """
@@ -32,6 +36,8 @@ WRONG: dict[str, list[str]] = {
         """,
         mutate(_SOFTMAX, "x.amax(dim=dim, keepdim=True)", "x.max()"),  # the max of the whole tensor
         mutate(_SOFTMAX, "exps.sum(dim=dim, keepdim=True)", "exps.sum(dim=-1, keepdim=True)"),  # sums the last dim
+        mutate(_SOFTMAX, "return exps / exps.sum(dim=dim, keepdim=True)",
+               "return (exps / exps.sum(dim=dim, keepdim=True)).squeeze()"),  # drops dims of size 1
         mutate(_SOFTMAX, "shifted = x - ", "x = x.float()\n        shifted = x - "),  # float32 for float64
         """
         def stable_softmax(x, dim=-1):  # shifts x in place: the caller's tensor changes
@@ -44,8 +50,6 @@ WRONG: dict[str, list[str]] = {
             exps = torch.exp(x.double())
             return (exps / exps.sum(dim=dim, keepdim=True)).to(x.dtype)
         """,
-        mutate(_SOFTMAX, "return exps / exps.sum(dim=dim, keepdim=True)",
-               "return (exps / exps.sum(dim=dim, keepdim=True)).squeeze()"),  # drops dims of size 1
     ],
     "cross_entropy_answer": [
         """
@@ -60,6 +64,8 @@ WRONG: dict[str, list[str]] = {
             return (lse - logits[torch.arange(len(targets)), targets]).mean()
         """,
         mutate(_CROSS_ENTROPY, "m = logits.amax(dim=-1, keepdim=True)",
+               "logits = logits.squeeze()\n        m = logits.amax(dim=-1, keepdim=True)"),  # (1, C) becomes (C,)
+        mutate(_CROSS_ENTROPY, "m = logits.amax(dim=-1, keepdim=True)",
                "logits = logits.float()\n        m = logits.amax(dim=-1, keepdim=True)"),  # float32 result
         """
         def cross_entropy(logits, targets):  # subtracts the max in place: the caller's logits change
@@ -69,8 +75,6 @@ WRONG: dict[str, list[str]] = {
             return (lse - logits[torch.arange(len(targets)), targets]).mean()
         """,
         mutate(_CROSS_ENTROPY, "logits.amax(dim=-1, keepdim=True)", "logits.max()"),  # one max for all rows
-        mutate(_CROSS_ENTROPY, "m = logits.amax(dim=-1, keepdim=True)",
-               "logits = logits.squeeze()\n        m = logits.amax(dim=-1, keepdim=True)"),  # (1, C) becomes (C,)
     ],
 }
 

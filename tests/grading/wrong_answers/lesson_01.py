@@ -103,6 +103,10 @@ _FERTILITY = """
 # Plausible wrong answers: the mistakes learners make, at least three per exercise. The k-th
 # wrong answer of every exercise of a lesson share one submission (exercises are graded
 # independently), and each must lose at least one of its exercise's points.
+# The round trip grades the first 4 wrong answers of each exercise (submissions wrong-1 to
+# wrong-4); the rest are tried by tools/try_answers.py.
+GRADED = 4
+
 WRONG: dict[str, list[str]] = {
     "get_stats_answer": [
         mutate(_GET_STATS, "range(len(ids) - 1)", "range(len(ids) - 2)"),  # misses the last pair
@@ -116,6 +120,14 @@ WRONG: dict[str, list[str]] = {
             return counts
         """,
         """
+        def get_stats(ids, counts=None):  # consumes the caller's list while counting
+            counts = {} if counts is None else counts
+            while len(ids) > 1:
+                pair = (ids.pop(0), ids[0])
+                counts[pair] = counts.get(pair, 0) + 1
+            return counts
+        """,
+        """
         def get_stats(ids, counts=None):  # most frequent first, not first-occurrence order
             counts = {} if counts is None else counts
             for pair in zip(ids, ids[1:]):
@@ -126,14 +138,6 @@ WRONG: dict[str, list[str]] = {
         def get_stats(ids, counts=None):  # pairs in sorted order
             counts = {} if counts is None else counts
             for pair in sorted(zip(ids, ids[1:])):
-                counts[pair] = counts.get(pair, 0) + 1
-            return counts
-        """,
-        """
-        def get_stats(ids, counts=None):  # consumes the caller's list while counting
-            counts = {} if counts is None else counts
-            while len(ids) > 1:
-                pair = (ids.pop(0), ids[0])
                 counts[pair] = counts.get(pair, 0) + 1
             return counts
         """,
@@ -159,6 +163,7 @@ WRONG: dict[str, list[str]] = {
                 i += 1
             return ids
         """,
+        mutate(_MERGE, "    out = []\n", "    if pair not in zip(ids, ids[1:]):\n            return ids  # nothing to merge\n        out = []\n"),
         """
         def merge(ids, pair, idx):  # string replace: '1 2' also matches inside '11 2' or '1 21'
             text = " ".join(map(str, ids)).replace(f"{pair[0]} {pair[1]}", str(idx))
@@ -171,7 +176,6 @@ WRONG: dict[str, list[str]] = {
                     return ids[:i] + [idx] + ids[i + 2:]
             return list(ids)
         """,
-        mutate(_MERGE, "    out = []\n", "    if pair not in zip(ids, ids[1:]):\n            return ids  # nothing to merge\n        out = []\n"),
     ],
     "train_bpe_answer": [
         mutate(_TRAIN, "max(counts, key=counts.get)", "sorted(counts, key=counts.get)[-1]"),  # last of ties
@@ -280,6 +284,9 @@ WRONG: dict[str, list[str]] = {
                             best, best_score = [word[:k], *rest], score
             return best
         """,
+        mutate(_VITERBI, "best = [0.0] + [-math.inf] * n", "best = [0.0] * (n + 1)  # 0.0 marks 'not reached yet'")
+        .replace("best[start] + log_probs[piece] > best[end]:",
+                 "(best[end] == 0.0 or best[start] + log_probs[piece] > best[end]):"),
         mutate(_VITERBI, "        while end > 0:\n            pieces.append(word[back[end]:end])\n"
                          "            end = back[end]\n",
                "        while True:\n            pieces.append(word[back[end]:end])\n"
@@ -287,15 +294,13 @@ WRONG: dict[str, list[str]] = {
         mutate(_VITERBI, "best[start] + log_probs[piece] > best[end]",
                "best[start] * log_probs[piece] > best[end]"),  # multiplies log-probabilities
         mutate(_VITERBI, "range(max(0, end - longest), end)", "range(max(0, end - longest + 1), end)"),
-        mutate(_VITERBI, "best = [0.0] + [-math.inf] * n", "best = [0.0] * (n + 1)  # 0.0 marks 'not reached yet'")
-        .replace("best[start] + log_probs[piece] > best[end]:",
-                 "(best[end] == 0.0 or best[start] + log_probs[piece] > best[end]):"),
     ],
     "fertility_answer": [
         mutate(_FERTILITY, "len(encode(text)) / len(words)", "len(encode(text)) // len(words)"),  # //
         mutate(_FERTILITY, "text.split()", 'text.split(" ")'),  # only single spaces separate words
         mutate(_FERTILITY, "        if len(words) == 0:\n            raise ValueError(\"no words\")\n",
                ""),  # ZeroDivisionError, not ValueError
+        mutate(_FERTILITY, "if len(words) == 0:", "if not text:"),  # a text of only whitespace divides by 0
         """
         def tokens_per_word(encode, text):  # encodes word by word: loses the spaces' tokens
             words = text.split()
@@ -311,7 +316,6 @@ WRONG: dict[str, list[str]] = {
             return len(encode(text)) / len(words)
         """,
         mutate(_FERTILITY, "len(encode(text)) / len(words)", "len(set(encode(text))) / len(words)"),
-        mutate(_FERTILITY, "if len(words) == 0:", "if not text:"),  # a text of only whitespace divides by 0
     ],
 }
 

@@ -45,11 +45,16 @@ _COSINE = """
 """
 
 # Plausible wrong answers: the mistakes learners make, three or more per exercise.
+# The round trip grades the first 5 wrong answers of each exercise (submissions wrong-1 to
+# wrong-5); the rest are tried by tools/try_answers.py.
+GRADED = 5
+
 WRONG: dict[str, list[str]] = {
     "one_hot_answer": [
         mutate(_ONE_HOT, ".to(E.dtype)", ".float()"),  # a float32 one-hot matrix whatever E's dtype
         mutate(_ONE_HOT, "torch.arange(V)", "torch.arange(V - 1)"),  # no column for the last id
         mutate(_ONE_HOT, "return O @ E", "return O.sum(-1, keepdim=True) * E[ids]"),  # indexes E
+        mutate(_ONE_HOT, "return O @ E", "return (O @ E).squeeze()"),  # drops a batch of one
         """
         def one_hot_embed(ids, E):  # flattens the ids and never restores their shape
             O = (ids.reshape(-1, 1) == torch.arange(E.shape[0])).to(E.dtype)
@@ -59,7 +64,6 @@ WRONG: dict[str, list[str]] = {
         def one_hot_embed(ids, E):  # the built-in one-hot the exercise asks you to build
             return F.one_hot(ids, E.shape[0]).to(E.dtype) @ E
         """,
-        mutate(_ONE_HOT, "return O @ E", "return (O @ E).squeeze()"),  # drops a batch of one
     ],
     "token_position_answer": [
         mutate(_TOKEN_POSITION, "torch.arange(T)", "torch.arange(1, T + 1)"),  # positions from 1
@@ -77,6 +81,8 @@ WRONG: dict[str, list[str]] = {
                "torch.arange(n_embd // 2, dtype=torch.float32) / n_embd"),  # i/D, not 2i/D
         mutate(_SINUSOIDAL, "base ** (", "10000.0 ** ("),  # ignores the base argument
         mutate(_SINUSOIDAL, "return pe", "return pe.double()"),  # float64, not float32
+        "\n    import functools\n\n\n    @functools.lru_cache(maxsize=None)  # one shared table per argument tuple"
+        + _SINUSOIDAL.replace("\n    def sinusoidal_pe", "\n    def sinusoidal_pe", 1),
         mutate(_SINUSOIDAL, "torch.arange(seq_len, dtype=torch.float32)",
                "torch.arange(1, seq_len + 1, dtype=torch.float32)"),  # positions from 1, as the notes
         """
@@ -85,8 +91,6 @@ WRONG: dict[str, list[str]] = {
             omega = base ** (-torch.arange(0, n_embd, 2, dtype=torch.float32) / n_embd)
             return torch.cat([torch.sin(p * omega), torch.cos(p * omega)], dim=-1)
         """,
-        "\n    import functools\n\n\n    @functools.lru_cache(maxsize=None)  # one shared table per argument tuple"
-        + _SINUSOIDAL.replace("\n    def sinusoidal_pe", "\n    def sinusoidal_pe", 1),
     ],
     "cosine_answer": [
         mutate(_COSINE, "nb = b.norm(dim=dim, keepdim=True).clamp_min(eps)",
@@ -94,6 +98,13 @@ WRONG: dict[str, list[str]] = {
         mutate(_COSINE, "(na * nb).squeeze(dim)",
                "(a.norm(dim=dim) * b.norm(dim=dim)).clamp_min(eps)"),  # clamps the product of norms
         mutate(_COSINE, "(a * b).sum(dim=dim)", "(a * b).sum(dim=-1)"),  # dim ignored in the dot
+        """
+        def cosine_similarity(a, b, dim=-1, eps=1e-8):  # normalises the caller's tensors in place
+            a /= a.norm(dim=dim, keepdim=True).clamp_min(eps)
+            b /= b.norm(dim=dim, keepdim=True).clamp_min(eps)
+            return (a * b).sum(dim=dim)
+        """,
+        mutate(_COSINE, "na = a.norm", "a, b = a.double(), b.double()\n        na = a.norm"),  # float64 out
         """
         def cosine_similarity(a, b, dim=-1, eps=1e-8):  # no eps: 0 / 0 for a zero vector
             return (a * b).sum(dim) / (a.norm(dim=dim) * b.norm(dim=dim))
@@ -104,13 +115,6 @@ WRONG: dict[str, list[str]] = {
             nb = b.norm(dim=dim, keepdim=True).clamp_min(eps)
             return 1 - ((a / na) * (b / nb)).sum(dim=dim)
         """,
-        """
-        def cosine_similarity(a, b, dim=-1, eps=1e-8):  # normalises the caller's tensors in place
-            a /= a.norm(dim=dim, keepdim=True).clamp_min(eps)
-            b /= b.norm(dim=dim, keepdim=True).clamp_min(eps)
-            return (a * b).sum(dim=dim)
-        """,
-        mutate(_COSINE, "na = a.norm", "a, b = a.double(), b.double()\n        na = a.norm"),  # float64 out
     ],
 }
 

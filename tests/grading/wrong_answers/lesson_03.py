@@ -54,25 +54,33 @@ _HEADS = """
 """
 
 # Plausible wrong answers: the mistakes learners make, three or more per exercise.
+# The round trip grades the first 5 wrong answers of each exercise (submissions wrong-1 to
+# wrong-5); the rest are tried by tools/try_answers.py.
+GRADED = 5
+
 WRONG: dict[str, list[str]] = {
     "scores_answer": [
         mutate(_SCORES, "/ math.sqrt(d)", "/ d"),  # divides by d, not sqrt(d)
         mutate(_SCORES, "q @ k.transpose(-2, -1)",
                "q.float() @ k.float().transpose(-2, -1)"),  # float32 whatever q's dtype
         mutate(_SCORES, "d = q.shape[-1]", "d = k.shape[-2]"),  # scales by sqrt(Tk), not sqrt(d)
+        mutate(_SCORES, "return q @ k.transpose(-2, -1) / math.sqrt(d)",
+               "return (q @ k.transpose(-2, -1) / math.sqrt(d)).squeeze()"),  # drops the dims of size 1
         """
         def attention_scores(q, k):  # scales q in place: the caller's q changes
             q /= math.sqrt(q.shape[-1])
             return q @ k.transpose(-2, -1)
         """,
         mutate(_SCORES, "d = q.shape[-1]", "d = q.shape[1]"),  # dim 1 is d only without batch dims
-        mutate(_SCORES, "return q @ k.transpose(-2, -1) / math.sqrt(d)",
-               "return (q @ k.transpose(-2, -1) / math.sqrt(d)).squeeze()"),  # drops the dims of size 1
     ],
     "mask_answer": [
         mutate(_MASK, "masked_fill(~mask", "masked_fill(mask"),  # True read as "blocked"
         mutate(_MASK, "scores.masked_fill(~mask", "scores.masked_fill_(~mask"),  # changes scores in place
         mutate(_MASK, 'float("-inf"))', "-1e9)"),  # -1e9, as the notes' module, not -inf
+        # a mask that blocks nothing returns the caller's scores tensor itself
+        mutate(_MASK, "    if mask.dtype == torch.bool:\n",
+               "    if mask.dtype == torch.bool and bool(mask.all()):\n            return scores\n"
+               "        if mask.dtype == torch.bool:\n"),
         mutate(_MASK, "mask.dtype == torch.bool", "mask.dtype != torch.float32"),  # float64 masks
         """
         def apply_mask(scores, mask):  # a float mask only blocks where it is -inf, ignores the rest
@@ -80,10 +88,6 @@ WRONG: dict[str, list[str]] = {
                 mask = mask != float("-inf")
             return scores.masked_fill(~mask, float("-inf"))
         """,
-        # a mask that blocks nothing returns the caller's scores tensor itself
-        mutate(_MASK, "    if mask.dtype == torch.bool:\n",
-               "    if mask.dtype == torch.bool and bool(mask.all()):\n            return scores\n"
-               "        if mask.dtype == torch.bool:\n"),
     ],
     "softmax_answer": [
         """
@@ -98,6 +102,9 @@ WRONG: dict[str, list[str]] = {
         def stable_softmax(x, dim=-1):  # log-sum-exp: NaN for a fully masked row
             return torch.exp(x - torch.logsumexp(x, dim=dim, keepdim=True))
         """,
+        mutate(_SOFTMAX, "e = torch.exp(x - m)", "e = x.sub_(m).exp_()"),  # shifts the caller's x in place
+        mutate(_SOFTMAX, "e = torch.exp(x - m)",  # shifts only when exp could overflow: all-negative rows give 0/0
+               "e = torch.exp(x - m) if bool((m > 80).any()) else torch.exp(x)"),
         mutate(_SOFTMAX, "m = x.amax(dim=dim, keepdim=True)", "m = x.amax()"),  # one max for the tensor
         mutate(_SOFTMAX, "m = x.amax(dim=dim, keepdim=True)",
                "x = x.float()\n        m = x.amax(dim=dim, keepdim=True)"),  # float32 output
@@ -107,9 +114,6 @@ WRONG: dict[str, list[str]] = {
             e = torch.exp(x - x.amax(dim=dim, keepdim=True))
             return e / e.sum(dim=dim, keepdim=True)
         """,
-        mutate(_SOFTMAX, "e = torch.exp(x - m)", "e = x.sub_(m).exp_()"),  # shifts the caller's x in place
-        mutate(_SOFTMAX, "e = torch.exp(x - m)",  # shifts only when exp could overflow: all-negative rows give 0/0
-               "e = torch.exp(x - m) if bool((m > 80).any()) else torch.exp(x)"),
     ],
     "attention_answer": [
         mutate(_ATTENTION, "tril(diagonal=Tk - Tq)", "tril()"),  # causal pattern aligned to the start

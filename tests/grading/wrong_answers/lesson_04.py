@@ -34,7 +34,7 @@ _KV = """
 
 _LOCAL = """
     def local_mask(T, c):
-        if c < 1 or c % 2 == 0:
+        if not isinstance(c, int) or c < 1 or c % 2 == 0:
             raise ValueError("c must be positive and odd")
         i = torch.arange(T)
         return (i[:, None] - i[None, :]).abs() <= (c - 1) // 2
@@ -80,6 +80,10 @@ _LINFORMER = """
 # Plausible wrong answers: the mistakes learners make. The k-th wrong answer of every exercise
 # of a lesson share one submission (exercises are graded independently), and each must lose at
 # least one of its exercise's points.
+# The round trip grades the first 5 wrong answers of each exercise (submissions wrong-1 to
+# wrong-5); the rest are tried by tools/try_answers.py.
+GRADED = 5
+
 WRONG: dict[str, list[str]] = {
     "gqa_shared_answer": [
         """
@@ -117,6 +121,11 @@ WRONG: dict[str, list[str]] = {
         # groups the query heads as h % G (strided) instead of h // (H // G) (consecutive)
         mutate(_GQA_FOLD, "scores = q.reshape(B, G, r * Tq, d) @",
                "scores = q.reshape(B, r, G, Tq, d).transpose(1, 2).reshape(B, G, r * Tq, d) @"),
+        # softmax alone: NaN for a row whose mask blocks every key (lesson 03 gives zeros)
+        mutate(_GQA_FOLD, """        w = torch.where(torch.isneginf(scores).all(-1, keepdim=True), torch.zeros_like(w), w)
+""", ""),
+        # computes in float64 "for accuracy" and returns float64 for float32 inputs
+        mutate(_GQA_FOLD, "B, H, Tq, d = q.shape\n", "B, H, Tq, d = q.shape\n        q, k, v = q.double(), k.double(), v.double()\n"),
         mutate(_GQA_FOLD, "/ math.sqrt(d)", "/ math.sqrt(v.shape[-1])"),  # scales by v's width
         mutate(_GQA_FOLD, """        if H % G != 0:
             raise ValueError("G must divide H")
@@ -136,16 +145,13 @@ WRONG: dict[str, list[str]] = {
                 outs.append(torch.softmax(s, dim=-1) @ v[:, g])
             return torch.stack(outs, dim=1)
         """,
-        # softmax alone: NaN for a row whose mask blocks every key (lesson 03 gives zeros)
-        mutate(_GQA_FOLD, """        w = torch.where(torch.isneginf(scores).all(-1, keepdim=True), torch.zeros_like(w), w)
-""", ""),
-        # computes in float64 "for accuracy" and returns float64 for float32 inputs
-        mutate(_GQA_FOLD, "B, H, Tq, d = q.shape\n", "B, H, Tq, d = q.shape\n        q, k, v = q.double(), k.double(), v.double()\n"),
     ],
     "kv_bytes_answer": [
         mutate(_KV, "return 2 * n_layer", "return n_layer"),  # counts the keys only, not K and V
         mutate(_KV, "return 2 * n_layer * ", "return 2 * "),  # one layer's cache, not all layers
         mutate(_KV, "or n_tokens < 0", "or n_tokens < 1"),  # zero tokens raise instead of 0 bytes
+        mutate(_KV, "if n_layer < 1 or n_kv_head < 1 or head_size < 1 or n_tokens < 0:",
+               "if not (n_layer and n_kv_head and head_size) or n_tokens < 0:"),  # truthiness: -2 layers pass
         mutate(_KV, "bytes_per_value=2", "bytes_per_value=4"),  # float32 default, not bfloat16
         mutate(_KV, "* n_tokens\n", "* n_tokens / 1\n"),  # a float number of bytes
         mutate(_KV, " or n_tokens < 0", ""),  # a negative number of tokens is accepted
@@ -155,6 +161,8 @@ WRONG: dict[str, list[str]] = {
         mutate(_LOCAL, "(i[:, None] - i[None, :]).abs() <= (c - 1) // 2",
                "(i[:, None] >= i[None, :]) & (i[:, None] - i[None, :] <= (c - 1) // 2)"),  # causal
         mutate(_LOCAL, "c < 1 or c % 2 == 0", "c < 1"),  # an even window is accepted
+        mutate(_LOCAL, "not isinstance(c, int) or ", ""),  # no type check: c = 3.0 accepted
+        "\n    import functools\n\n\n    @functools.lru_cache(maxsize=None)  # one shared tensor per argument tuple" + _LOCAL,
         mutate(_LOCAL, "<= (c - 1) // 2", "<= c"),  # c read as the radius, not the width
         mutate(_LOCAL, "return (i[:, None] - i[None, :]).abs() <= (c - 1) // 2",
                "return ((i[:, None] - i[None, :]).abs() <= (c - 1) // 2).float()"),  # not bool
@@ -178,6 +186,7 @@ WRONG: dict[str, list[str]] = {
         """,
         mutate(_COVER, "(b + h) % n_blocks", "b"),  # every head the same (identity) permutation
         mutate(_COVER, "(b + h) % n_blocks", "(b + h) % n_head"),  # shifts mod n_head: not a perm
+        "\n    import functools\n\n\n    @functools.lru_cache(maxsize=None)  # one shared tensor per argument tuple" + _COVER,
         mutate(_COVER, "block = torch.arange(T) // (T // n_blocks)",
                "block = torch.arange(T) // T"),  # the notes' divisor T: every position in block 0
         mutate(_COVER, """        if n_head < n_blocks:
@@ -209,26 +218,26 @@ WRONG: dict[str, list[str]] = {
             return torch.cat(outs, dim=-2)
         """,
         mutate(_BANDED, "min(e + r, T)", "min(e + r - 1, T)"),  # the keys after a block cut one short
-        mutate(_BANDED, " / math.sqrt(d)", ""),  # no 1/sqrt(d) scale
-        mutate(_BANDED, "lo, hi = max(s - r, 0), min(e + r, T)",
-               "lo, hi = s - r, min(e + r, T)"),  # window not clipped at 0: slices wrap around
         # scales the caller's q in place, block by block, through views
         mutate(_BANDED, "scores = q[..., s:e, :] @", "q[..., s:e, :] /= math.sqrt(d)\n            scores = q[..., s:e, :] @")
         .replace(" / math.sqrt(d)\n            i =", "\n            i ="),
         # slices dim 1, the sequence only when there is one batch dim
         mutate(_BANDED, "q[..., s:e, :] @ k[..., lo:hi, :]", "q[:, s:e] @ k[:, lo:hi]")
         .replace("@ v[..., lo:hi, :]", "@ v[:, lo:hi]"),
+        mutate(_BANDED, " / math.sqrt(d)", ""),  # no 1/sqrt(d) scale
+        mutate(_BANDED, "lo, hi = max(s - r, 0), min(e + r, T)",
+               "lo, hi = s - r, min(e + r, T)"),  # window not clipped at 0: slices wrap around
     ],
     "linformer_answer": [
         mutate(_LINFORMER, "(E @ k)", "(F @ k)").replace("(F @ v)", "(E @ v)"),  # E and F swapped
         mutate(_LINFORMER, "math.sqrt(q.shape[-1])", "math.sqrt(v.shape[-1])"),  # d_v, not d
         mutate(_LINFORMER, "torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)"),  # dim
-        mutate(_LINFORMER, "math.sqrt(q.shape[-1])", "math.sqrt(E.shape[0])"),  # scales by sqrt(k)
         # scales the caller's q in place
         mutate(_LINFORMER, "scores = q @", "q /= math.sqrt(q.shape[-1])\n        scores = q @")
         .replace(" / math.sqrt(q.shape[-1])\n        return", "\n        return"),
         # .T reverses every dim: right for 2-D inputs only
         mutate(_LINFORMER, "(E @ k).transpose(-2, -1)", "(E @ k).T"),
+        mutate(_LINFORMER, "math.sqrt(q.shape[-1])", "math.sqrt(E.shape[0])"),  # scales by sqrt(k)
     ],
 }
 
@@ -274,8 +283,8 @@ RIGHT: dict[str, str] = {
     """,
     "local_mask_answer": """
         def local_mask(T: int, c: int) -> torch.Tensor:
-            if c <= 0 or c % 2 != 1:
-                raise ValueError(f"c = {c} is not a positive odd number")
+            if type(c) is not int or c <= 0 or c % 2 != 1:
+                raise ValueError(f"c = {c!r} is not a positive odd int")
             half = c // 2
             rows = [[abs(i - j) <= half for j in range(T)] for i in range(T)]
             return torch.tensor(rows, dtype=torch.bool).reshape(T, T)

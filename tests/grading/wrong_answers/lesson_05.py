@@ -77,6 +77,10 @@ _T5 = """
 # Plausible wrong answers: the mistakes learners make, three or more per exercise. The k-th
 # wrong answer of every exercise of a lesson share one submission (exercises are graded
 # independently), and each must lose at least one of its exercise's points.
+# The round trip grades the first 6 wrong answers of each exercise (submissions wrong-1 to
+# wrong-6); the rest are tried by tools/try_answers.py.
+GRADED = 6
+
 WRONG: dict[str, list[str]] = {
     "relpos_answer": [
         # query minus key: i - j instead of j - i
@@ -86,11 +90,12 @@ WRONG: dict[str, list[str]] = {
         # no check of k: a negative k clamps silently instead of raising
         mutate(_RELPOS, '        if k is not None and k < 0:\n            raise ValueError(f"k must be '
                '>= 0, got {k!r}")\n', ""),
+        mutate(_RELPOS, "if not isinstance(T, int) or T < 1:", "if T < 1:"),  # accepts T = 4.0
+        "\n    import functools\n\n\n    @functools.lru_cache(maxsize=None)  # one shared tensor per argument tuple" + _RELPOS,
         # float distances
         mutate(_RELPOS, "i = torch.arange(T)", "i = torch.arange(T, dtype=torch.float32)"),
         # accepts T = 0 (an empty matrix) instead of raising
         mutate(_RELPOS, "T < 1", "T < 0"),
-        mutate(_RELPOS, "if not isinstance(T, int) or T < 1:", "if T < 1:"),  # accepts T = 4.0
     ],
     "shaw_answer": [
         # key minus query flipped: the rows of rel_k are read backwards
@@ -108,13 +113,13 @@ WRONG: dict[str, list[str]] = {
             pos = torch.einsum("...id,ijd->...ij", q, a)
             return (q @ k.transpose(-2, -1) + pos) / math.sqrt(d)
         """,
-        # clips to [-max_rel, max_rel - 1]: the last row is never used
-        mutate(_SHAW, ".clamp(-max_rel, max_rel)", ".clamp(-max_rel, max(max_rel - 1, 0))"),
         mutate(_SHAW, "per = q @ rel_k.T", "q /= math.sqrt(d)\n        per = q @ rel_k.T")
         .replace(" + pos) / math.sqrt(d)", " + pos)"),  # scales the caller's q in place
         mutate(_SHAW, "T, d = q.shape[-2], q.shape[-1]",  # float64 "for accuracy", returned as float64
                "T, d = q.shape[-2], q.shape[-1]\n        q, k, rel_k = q.double(), k.double(), rel_k.double()"),
         mutate(_SHAW, "idx.expand(*q.shape[:-1], T)", "idx.expand(q.shape[0], T, T)"),  # one batch dim only
+        # clips to [-max_rel, max_rel - 1]: the last row is never used
+        mutate(_SHAW, ".clamp(-max_rel, max_rel)", ".clamp(-max_rel, max(max_rel - 1, 0))"),
     ],
     "t5_attention_answer": [
         # i - j instead of j - i: every past key falls in bucket 0
@@ -125,6 +130,8 @@ WRONG: dict[str, list[str]] = {
                "scores = (q @ k.transpose(-2, -1) + bias) / math.sqrt(d)"),
         # the (T, T, H) lookup transposed the wrong way: head h gets the bias of (j, i)
         mutate(_T5, ".permute(2, 0, 1)", ".permute(2, 1, 0)"),
+        mutate(_T5, "T, d = q.shape[-2], q.shape[-1]",  # float64 "for accuracy", returned as float64
+               "T, d = q.shape[-2], q.shape[-1]\n        q, k, v, bias_table = q.double(), k.double(), v.double(), bias_table.double()"),
         # the future is zeroed after the softmax: the rows no longer sum to 1
         """
         def t5_attention(q, k, v, bias_table, bidirectional=False, max_distance=128):
@@ -146,8 +153,6 @@ WRONG: dict[str, list[str]] = {
         mutate(_T5, 'float("-inf")', "0.0"),
         # max_distance left at 128: the log-spaced buckets end in the wrong place
         mutate(_T5, "bias_table.shape[0], max_distance)", "bias_table.shape[0])"),
-        mutate(_T5, "T, d = q.shape[-2], q.shape[-1]",  # float64 "for accuracy", returned as float64
-               "T, d = q.shape[-2], q.shape[-1]\n        q, k, v, bias_table = q.double(), k.double(), v.double(), bias_table.double()"),
     ],
     "rope_answer": [
         # GPT-NeoX's "half" layout: pairs channel i with i + d/2
@@ -161,6 +166,8 @@ WRONG: dict[str, list[str]] = {
         # the angles in float32
         mutate(_ROPE, "ang = positions.double()[:, None] * theta",
                "ang = positions.float()[:, None] * theta.float()"),
+        mutate(_ROPE, "return torch.stack([a * c - b * s, a * s + b * c], dim=-1).flatten(-2)",
+               "x[..., 0::2], x[..., 1::2] = a * c - b * s, a * s + b * c\n        return x"),  # rotates x in place
         # ignores the positions argument: always 0 ... T - 1
         mutate(_ROPE, "if positions is None:\n            positions = torch.arange(T)",
                "positions = torch.arange(T)"),
@@ -169,8 +176,6 @@ WRONG: dict[str, list[str]] = {
         # cos and sin not cast: a float32 input comes back float64
         mutate(_ROPE, "c, s = ang.cos().to(x.dtype), ang.sin().to(x.dtype)",
                "c, s = ang.cos(), ang.sin()"),
-        mutate(_ROPE, "return torch.stack([a * c - b * s, a * s + b * c], dim=-1).flatten(-2)",
-               "x[..., 0::2], x[..., 1::2] = a * c - b * s, a * s + b * c\n        return x"),  # rotates x in place
     ],
     "alibi_answer": [
         # the power-of-two rule for every head count
@@ -189,6 +194,7 @@ WRONG: dict[str, list[str]] = {
             dist = (p[None, :] - p[:, None]).abs().float()
             return -alibi_slopes(n_head)[:, None, None] * dist
         """,
+        "\n    import functools\n\n\n    @functools.lru_cache(maxsize=None)  # one shared tensor per argument tuple" + _ALIBI,
         # a reward, not a penalty: +m |i - j|
         mutate(_ALIBI, "return -alibi_slopes(n_head)[:, None, None] * dist",
                "return alibi_slopes(n_head)[:, None, None] * dist"),

@@ -92,6 +92,10 @@ _CLASSIFY = """
 # Plausible wrong answers: the mistakes learners make, three or more per exercise. The k-th wrong
 # answer of every exercise of a lesson share one submission (exercises are graded independently),
 # and each must lose at least one of its exercise's points.
+# The round trip grades the first 5 wrong answers of each exercise (submissions wrong-1 to
+# wrong-5); the rest are tried by tools/try_answers.py.
+GRADED = 5
+
 WRONG: dict[str, list[str]] = {
     "layer_norm_answer": [
         mutate(_LAYER_NORM, "var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)",
@@ -99,6 +103,12 @@ WRONG: dict[str, list[str]] = {
         mutate(_LAYER_NORM, "torch.sqrt(var + eps)", "(torch.sqrt(var) + eps)"),  # eps outside the root
         mutate(_LAYER_NORM, "var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)",
                "var = (x ** 2).mean(dim=-1, keepdim=True) - mean ** 2"),  # E[x^2] - E[x]^2: cancels
+        """
+        def layer_norm(x, weight, bias=None, eps=1e-5):  # centres the caller's x in place
+            x -= x.mean(dim=-1, keepdim=True)
+            out = x / torch.sqrt((x ** 2).mean(dim=-1, keepdim=True) + eps) * weight
+            return out if bias is None else out + bias
+        """,
         mutate(_LAYER_NORM, "mean = x.mean(dim=-1, keepdim=True)",
                "x = x.float()\n        mean = x.mean(dim=-1, keepdim=True)"),  # float32 for float64 input
         """
@@ -106,12 +116,6 @@ WRONG: dict[str, list[str]] = {
             mean = x.mean()
             var = ((x - mean) ** 2).mean()
             out = (x - mean) / torch.sqrt(var + eps) * weight
-            return out if bias is None else out + bias
-        """,
-        """
-        def layer_norm(x, weight, bias=None, eps=1e-5):  # centres the caller's x in place
-            x -= x.mean(dim=-1, keepdim=True)
-            out = x / torch.sqrt((x ** 2).mean(dim=-1, keepdim=True) + eps) * weight
             return out if bias is None else out + bias
         """,
     ],
@@ -128,8 +132,8 @@ WRONG: dict[str, list[str]] = {
         mutate(_BLOCK, "m = block.mlp(block.ln_2(h))", "m = block.mlp(block.ln_2(x))"),  # parallel branches
         mutate(_BLOCK, "h = x + block.dropout(a)", "h = block.dropout(x + a)"),  # dropout on the bypass too
         mutate(_BLOCK, "block.ln_2(h)", "block.ln_1(h)"),  # one LayerNorm for both branches
-        mutate(_BLOCK, "is_causal=True", "is_causal=False"),  # attention sees the future
         mutate(_BLOCK, "h = x + block.dropout(a)", "x += block.dropout(a)\n        h = x"),  # adds into the caller's x
+        mutate(_BLOCK, "is_causal=True", "is_causal=False"),  # attention sees the future
     ],
     "gpt_answer": [
         mutate(_GPT, "x = model.wte(idx) + model.wpe(pos)", "x = model.wte(idx)"),  # no positions
@@ -190,8 +194,6 @@ WRONG: dict[str, list[str]] = {
         mutate(_ACCURACY, '        if keep.sum() == 0:\n            raise ValueError("nothing to score")\n',
                ""),  # no error when every position is ignored: returns nan
         mutate(_ACCURACY, "keep = targets != ignore_index", "keep = targets != -100"),  # -100 hard-coded
-        mutate(_ACCURACY, "top = logits[keep].topk(k, dim=-1).indices",
-               "top = logits[keep].argmax(dim=-1, keepdim=True)"),  # ignores k
         """
         def topk_accuracy(logits, targets, k=1, ignore_index=-100):  # overwrites the caller's ignored targets
             keep = targets != ignore_index
@@ -202,6 +204,8 @@ WRONG: dict[str, list[str]] = {
             return hits.sum().item() / keep.sum().item()
         """,
         mutate(_ACCURACY, "return hits.float().mean().item()", "return hits.float().mean()"),  # a tensor, not a float
+        mutate(_ACCURACY, "top = logits[keep].topk(k, dim=-1).indices",
+               "top = logits[keep].argmax(dim=-1, keepdim=True)"),  # ignores k
     ],
     "classify_answer": [
         mutate(_CLASSIFY, "hidden[torch.arange(len(lengths)), lengths - 1]",

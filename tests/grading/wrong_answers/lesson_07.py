@@ -131,6 +131,10 @@ _LOOP = """
 # Plausible wrong answers: the mistakes learners make, three or more per exercise. The k-th wrong
 # answer of every exercise of a lesson share one submission (exercises are graded independently),
 # and each must lose at least one of its exercise's points.
+# The round trip grades the first 4 wrong answers of each exercise (submissions wrong-1 to
+# wrong-4); the rest are tried by tools/try_answers.py.
+GRADED = 4
+
 WRONG: dict[str, list[str]] = {
     "get_batch_answer": [
         mutate(_GET_BATCH, "return data[idx].long(), data[idx + 1].long()",
@@ -149,9 +153,9 @@ WRONG: dict[str, list[str]] = {
                ""),  # divides by zero when decay_iters == warmup_iters
         mutate(_LR, '        if step < 0:\n            raise ValueError("negative step")\n',
                ""),  # no error for a negative step
+        mutate(_LR, "math.cos(math.pi * r)", "torch.cos(torch.tensor(math.pi * r))"),  # a 0-d tensor
         mutate(_LR, "        if step > decay_iters:\n            return min_lr\n",
                ""),  # the cosine rises again after decay_iters
-        mutate(_LR, "math.cos(math.pi * r)", "torch.cos(torch.tensor(math.pi * r))"),  # a 0-d tensor
     ],
     "clip_answer": [
         """
@@ -173,6 +177,8 @@ WRONG: dict[str, list[str]] = {
         # ^ uses PyTorch's vector norm, which the exercise forbids
         mutate(_CLIP, '        if max_norm <= 0:\n            raise ValueError("max_norm must be positive")\n',
                ""),  # no error for max_norm = 0
+        mutate(_CLIP, "sum((g.double() ** 2).sum() for g in grads).sqrt().item()",
+               "sum((g.double() ** 2).sum() for g in grads).sqrt()"),  # returns a 0-d tensor
         """
         def clip_grad_norm(parameters, max_norm):  # clips each parameter on its own norm
             if max_norm <= 0:
@@ -187,18 +193,16 @@ WRONG: dict[str, list[str]] = {
                     p.grad.mul_(max_norm / (n + 1e-6))
             return math.sqrt(sum(n * n for n in norms))
         """,
-        mutate(_CLIP, "sum((g.double() ** 2).sum() for g in grads).sqrt().item()",
-               "sum((g.double() ** 2).sum() for g in grads).sqrt()"),  # returns a 0-d tensor
     ],
     "accum_answer": [
         mutate(_ACCUM, "weight = y.numel() / n_total", "weight = 1 / len(micro_batches)"),  # equal weights
         mutate(_ACCUM, "        optimizer.zero_grad()\n", ""),  # keeps the stale gradients
         mutate(_ACCUM, "mean_loss += loss.item() * weight",
                "mean_loss += loss.item() / len(micro_batches)"),  # right gradients, unweighted loss
+        mutate(_ACCUM, "mean_loss += loss.item() * weight", "mean_loss = mean_loss + loss.detach() * weight"),  # a tensor
         mutate(_ACCUM, "            mean_loss += loss.item() * weight\n        optimizer.step()\n",
                "            mean_loss += loss.item() * weight\n"
                "            optimizer.step()\n"),  # a step per micro-batch
-        mutate(_ACCUM, "mean_loss += loss.item() * weight", "mean_loss = mean_loss + loss.detach() * weight"),  # a tensor
     ],
     "flops_answer": [
         mutate(_FLOPS, "        if not config.tie_weights:\n            n -= config.vocab_size * config.n_embd\n",
@@ -207,10 +211,10 @@ WRONG: dict[str, list[str]] = {
                "L, H, Q, T = config.n_layer, config.n_kv_head,"),  # attention over the kv heads only
         mutate(_FLOPS, '        if config.pos_encoding == "learned":\n            n -=',
                "        if True:\n            n -="),  # subtracts a position table rope/alibi lack
-        mutate(_FLOPS, "return flops_per_token(config) * tokens_per_second / peak_flops",
-               "return 100 * flops_per_token(config) * tokens_per_second / peak_flops"),  # a percentage
         mutate(_FLOPS, "Q, T = config.n_layer, config.n_head, config.n_embd // config.n_head",
                "Q, T = config.n_layer, config.n_head, config.n_embd / config.n_head"),  # a float count
+        mutate(_FLOPS, "return flops_per_token(config) * tokens_per_second / peak_flops",
+               "return 100 * flops_per_token(config) * tokens_per_second / peak_flops"),  # a percentage
     ],
     "train_step_answer": [
         mutate(_STEP, """        for g in optimizer.param_groups:
@@ -230,10 +234,10 @@ WRONG: dict[str, list[str]] = {
         if grad_clip > 0:
             clip_grad_norm(model.parameters(), grad_clip)
 """),  # clips after the update, which has already used the raw gradients
-        mutate(_STEP, "        optimizer.zero_grad()\n", ""),  # adds to whatever .grad held before
-        mutate(_STEP, "            total += loss.item()", "            total = loss.item() * n"),
         # ^ returns the last micro-batch's loss
         mutate(_STEP, "total += loss.item()", "total = total + loss.detach()"),  # returns a tensor
+        mutate(_STEP, "        optimizer.zero_grad()\n", ""),  # adds to whatever .grad held before
+        mutate(_STEP, "            total += loss.item()", "            total = loss.item() * n"),
     ],
     "train_loop_answer": [
         mutate(_LOOP, "lr = lr_at(it, config.learning_rate", "lr = lr_at(it + 1, config.learning_rate"),

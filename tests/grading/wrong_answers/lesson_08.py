@@ -72,6 +72,10 @@ _BUDGET = """
 # Plausible wrong answers: the mistakes learners make, at least three per exercise. The k-th
 # wrong answer of every exercise of a lesson share one submission (exercises are graded
 # independently), and each must lose at least one of its exercise's points.
+# The round trip grades the first 4 wrong answers of each exercise (submissions wrong-1 to
+# wrong-4); the rest are tried by tools/try_answers.py.
+GRADED = 4
+
 WRONG: dict[str, list[str]] = {
     "append_answer": [
         mutate(_APPEND, "if end > max_len:", "if end >= max_len:"),  # refuses to fill the last slot
@@ -124,6 +128,8 @@ WRONG: dict[str, list[str]] = {
                "v = v_buf"),  # masks the scores only: weight 0 times a nan value is nan
         mutate(_NEWEST, "valid = torch.arange(max_len) < lengths[:, None]",
                "valid = torch.arange(max_len) <= lengths[:, None]"),  # one leftover slot too many
+        mutate(_NEWEST, "v = torch.where(valid[:, None, :, None], v_buf, 0.0)",
+               "v = v_buf.masked_fill_(~valid[:, None, :, None], 0.0)"),  # cleans the caller's buffer in place
         mutate(_NEWEST, "valid = torch.arange(max_len) < lengths[:, None]",
                "valid = torch.arange(max_len) < lengths[:, None] - 1"),  # drops the newest token
         mutate(mutate(_NEWEST, "~valid[:, None, None, :]", "~valid[:, None, :]"),
@@ -153,21 +159,19 @@ WRONG: dict[str, list[str]] = {
             s = s.squeeze(-2).masked_fill(~valid[..., 0][:, :, None], -math.inf)
             return (torch.softmax(s, dim=-1) @ v).reshape(B, H, 1, d)
         """,
-        mutate(_NEWEST, "v = torch.where(valid[:, None, :, None], v_buf, 0.0)",
-               "v = v_buf.masked_fill_(~valid[:, None, :, None], 0.0)"),  # cleans the caller's buffer in place
     ],
     "rope_answer": [
         mutate(_ROPE, "pos = torch.arange(L, L + T)", "pos = torch.arange(T)"),  # new tokens at 0 .. T-1
         mutate(_ROPE, "tril(diagonal=L)", "tril()"),  # the causal mask aligned to the start
         mutate(_ROPE, "k_all = torch.cat([k_cache, apply_rope(k_new, pos, base)], dim=-2)",
                "k_all = apply_rope(torch.cat([k_cache, k_new], dim=-2), torch.arange(L + T), base)"),
+        mutate(_ROPE, "L, T, d = k_cache.shape[-2], q_new.shape[-2], q_new.shape[-1]",  # float64 "for accuracy"
+               "L, T, d = k_cache.shape[-2], q_new.shape[-2], q_new.shape[-1]\n"
+               "        q_new, k_new, k_cache = q_new.double(), k_new.double(), k_cache.double()"),
         # (above: rotates the already-rotated cached keys a second time)
         mutate(_ROPE, "L, T, d = k_cache.shape[-2], q_new.shape[-2], q_new.shape[-1]",
                "L, T, d = k_cache.shape[1], q_new.shape[1], q_new.shape[2]"),  # assumes (B, T, d) inputs
         mutate(_ROPE, " / math.sqrt(d)", ""),  # no 1/sqrt(d)
-        mutate(_ROPE, "L, T, d = k_cache.shape[-2], q_new.shape[-2], q_new.shape[-1]",  # float64 "for accuracy"
-               "L, T, d = k_cache.shape[-2], q_new.shape[-2], q_new.shape[-1]\n"
-               "        q_new, k_new, k_cache = q_new.double(), k_new.double(), k_cache.double()"),
     ],
     "generate_answer": [
         """

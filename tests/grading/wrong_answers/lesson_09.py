@@ -73,6 +73,10 @@ _SAMPLE = """
 # Plausible wrong answers: the mistakes learners make. The k-th wrong answer of every exercise
 # of a lesson share one submission (exercises are graded independently), and each must lose at
 # least one of its exercise's points.
+# The round trip grades the first 7 wrong answers of each exercise (submissions wrong-1 to
+# wrong-7); the rest are tried by tools/try_answers.py.
+GRADED = 7
+
 WRONG: dict[str, list[str]] = {
     "greedy_answer": [
         mutate(_GREEDY, "out[:, -model.config.block_size:]", "out"),  # never crops the context
@@ -143,11 +147,11 @@ WRONG: dict[str, list[str]] = {
                "torch.full(logits.shape, float(\"-inf\"))").replace(
             "torch.where(logits >= kth, logits,", "torch.where(logits >= kth, logits.float(),"
         ),  # float32 output whatever the input dtype
+        mutate(_TOP_K, "        k = min(k, logits.shape[-1])\n",
+               "        if k >= logits.shape[-1]:\n            return logits  # nothing to filter\n"),
         mutate(_TOP_K, "        k = min(k, logits.shape[-1])\n", ""),  # k >= V raises
         mutate(_TOP_K, "isinstance(k, bool) or not isinstance(k, int) or k < 1",
                "k < 1"),  # k = 2.5 is not refused
-        mutate(_TOP_K, "        k = min(k, logits.shape[-1])\n",
-               "        if k >= logits.shape[-1]:\n            return logits  # nothing to filter\n"),
     ],
     "top_p_answer": [
         mutate(_TOP_P, "before >= p", "before > p"),  # at exactly p keeps one token too many
@@ -163,11 +167,11 @@ WRONG: dict[str, list[str]] = {
         """,
         mutate(_TOP_P, "return logits.masked_fill(drop, float(\"-inf\"))",
                "logits[drop] = float(\"-inf\")\n        return logits"),  # modifies the input
-        mutate(_TOP_P, "before >= p", "probs.cumsum(dim=-1) > p"),  # the notes' rule (below p only)
-        mutate(_TOP_P, "if not 0 < p <= 1:", "if not 0 <= p <= 1:"),  # p = 0 accepted
         mutate(_TOP_P, '            raise ValueError("p must be in (0, 1]")\n',
                '            raise ValueError("p must be in (0, 1]")\n        if p == 1:\n            return logits  # keeps everything\n'),
         mutate(_TOP_P, "return logits.masked_fill(drop", "return logits.float().masked_fill(drop"),  # float32 whatever the input
+        mutate(_TOP_P, "before >= p", "probs.cumsum(dim=-1) > p"),  # the notes' rule (below p only)
+        mutate(_TOP_P, "if not 0 < p <= 1:", "if not 0 <= p <= 1:"),  # p = 0 accepted
     ],
     "sample_answer": [
         mutate(_SAMPLE, "probs = logits.double().softmax(dim=-1)",
@@ -189,6 +193,10 @@ WRONG: dict[str, list[str]] = {
             "probs = logits.double().softmax(dim=-1)",
             "probs = (logits / temperature).double().softmax(dim=-1)",
         ),  # the temperature after the filters
+        mutate(_SAMPLE, "if temperature <= 0:", "if temperature < 0:"),  # T = 0 divides by zero
+        mutate(_SAMPLE, "return torch.minimum(token, last)", "return torch.minimum(token, last).int()"),  # int32 ids
+        mutate(_SAMPLE, "logits = logits / temperature", "logits /= temperature"),  # divides the caller's logits
+        mutate(_SAMPLE, "return torch.minimum(token, last)", "return torch.minimum(token, last).squeeze()"),  # () for B = 1
         mutate(
             _SAMPLE,
             "        upper = probs.cumsum(dim=-1)\n"
@@ -213,10 +221,6 @@ WRONG: dict[str, list[str]] = {
         ),  # top-p before top-k
         mutate(_SAMPLE, "u = torch.rand(logits.shape[0], generator=generator, dtype=torch.float64)",
                "u = torch.rand(logits.shape[0], dtype=torch.float64)"),  # ignores the generator
-        mutate(_SAMPLE, "if temperature <= 0:", "if temperature < 0:"),  # T = 0 divides by zero
-        mutate(_SAMPLE, "return torch.minimum(token, last)", "return torch.minimum(token, last).int()"),  # int32 ids
-        mutate(_SAMPLE, "logits = logits / temperature", "logits /= temperature"),  # divides the caller's logits
-        mutate(_SAMPLE, "return torch.minimum(token, last)", "return torch.minimum(token, last).squeeze()"),  # () for B = 1
     ],
 }
 

@@ -260,6 +260,10 @@ _POST_LN = mutate(
     "            x = blk[\"ln_2\"](x + self.drop(mlp[\"proj\"](hidden)))",
 )
 
+# The round trip grades the first 5 wrong answers of each exercise (submissions wrong-1 to
+# wrong-5); the rest are tried by tools/try_answers.py.
+GRADED = 5
+
 WRONG: dict[str, list[str]] = {
     "minigpt_answer": [
         mutate(
@@ -281,6 +285,10 @@ WRONG: dict[str, list[str]] = {
             "                k = apply_rope(k, positions, c.rope_base)",
             "                k = apply_rope(k, positions)",
         ) + "  # rope_base ignored (apply_rope's default base)",
+        mutate(_MINIGPT, """        if config.pos_encoding not in ("learned", "rope"):
+            raise ValueError(f"MiniGPT supports pos_encoding 'learned' or 'rope', "
+                             f"got {config.pos_encoding!r}")
+""", ""),  # no check: every pos_encoding but 'rope' runs as learned positions
         _MINIGPT.replace("dropout_p=p_drop,", "dropout_p=0.0,") + "  # no dropout on the attention weights",
         _POST_LN + "  # post-LN blocks instead of pre-LN",
         mutate(
@@ -325,10 +333,6 @@ WRONG: dict[str, list[str]] = {
             "            return nn.LayerNorm(c.n_embd, eps=c.layer_norm_eps, bias=c.bias)",
             "            return nn.LayerNorm(c.n_embd, eps=c.layer_norm_eps)",
         ) + "  # LayerNorm biases also when bias=False",
-        mutate(_MINIGPT, """        if config.pos_encoding not in ("learned", "rope"):
-            raise ValueError(f"MiniGPT supports pos_encoding 'learned' or 'rope', "
-                             f"got {config.pos_encoding!r}")
-""", ""),  # no check: every pos_encoding but 'rope' runs as learned positions
     ],
     "generate_answer": [
         mutate(_GENERATE, "    model.train(was_training)\n", "") + "  # the model left in eval mode",
