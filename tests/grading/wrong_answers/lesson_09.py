@@ -73,9 +73,9 @@ _SAMPLE = """
 # Plausible wrong answers: the mistakes learners make. The k-th wrong answer of every exercise
 # of a lesson share one submission (exercises are graded independently), and each must lose at
 # least one of its exercise's points.
-# The round trip grades the first 6 wrong answers of each exercise (submissions wrong-1 to
-# wrong-6); the rest are tried by tools/try_answers.py.
-GRADED = 6
+# The round trip grades the first 7 wrong answers of each exercise (submissions wrong-1 to
+# wrong-7); the rest are tried by tools/try_answers.py.
+GRADED = 7
 
 WRONG: dict[str, list[str]] = {
     "greedy_answer": [
