@@ -44,10 +44,11 @@ from course_lib.attention import MultiHeadAttention
 from course_lib.attention._checks import check_int
 from course_lib.data import CharVocab
 from course_lib.embeddings import _check_ids, sinusoidal_encoding
-from course_lib.positional import RotaryMultiHeadAttention, alibi_bias
+from course_lib.positional import RotaryMultiHeadAttention, alibi_bias, alibi_slopes
 
 __all__ = ["ACTIVATIONS", "POS_ENCODINGS", "Block", "DecoderCache", "GPT", "GPTClassifier", "GPTConfig",
-           "LayerCache", "LayerNorm", "MLP", "PostLNBlock", "count_parameters", "load_pretrained"]
+           "LayerCache", "LayerNorm", "MLP", "PostLNBlock", "RaggedDecoderCache", "count_parameters",
+           "load_pretrained"]
 
 POS_ENCODINGS = ("learned", "sinusoidal", "rope", "alibi", "none")
 ACTIVATIONS = {
@@ -143,7 +144,24 @@ class DecoderCache(Protocol):
     def layer(self, index: int) -> LayerCache: ...
 
 
+@runtime_checkable
+class RaggedDecoderCache(DecoderCache, Protocol):
+    """A cache whose rows hold different numbers of tokens (lesson 12's paged cache, which serves
+    many requests at once). Row b's new tokens sit at its own positions, and the keys a layer
+    returns are padded to the longest row, so GPT asks the cache where the tokens are and which
+    keys each query may see, instead of assuming `length` and a causal mask aligned to the end:
+
+        positions(T)        (B, T) int64: the positions of each row's T new tokens
+        attention_mask(T)   (B, 1, T, Tk) bool: query t of row b may attend to key j
+    """
+
+    def positions(self, T: int) -> torch.Tensor: ...
+
+    def attention_mask(self, T: int) -> torch.Tensor: ...
+
+
 _DECODER_CACHE_TYPES: set[type] = set()   # the types GPT has found to implement DecoderCache
+_RAGGED_CACHE_TYPES: set[type] = set()    # ... and RaggedDecoderCache
 
 
 def count_parameters(config: GPTConfig) -> int:
@@ -233,17 +251,18 @@ class Block(nn.Module):
         self.dropout = nn.Dropout(c.dropout)
 
     def attend(self, h: torch.Tensor, score_bias: torch.Tensor | None,
-               positions: torch.Tensor | None, cache=None) -> torch.Tensor:
+               positions: torch.Tensor | None, cache=None, is_causal: bool = True) -> torch.Tensor:
         """Causal self-attention of h; only rotary attention takes positions. With a layer cache
-        (lesson 08), h holds the new tokens only and they attend to every cached one too."""
+        (lesson 08), h holds the new tokens only and they attend to every cached one too. With a
+        ragged cache (lesson 12) score_bias already holds the causal pattern: is_causal=False."""
         extra = {} if positions is None else {"positions": positions}
         if cache is not None:
             extra["cache"] = cache
-        return self.attn(h, mask=score_bias, is_causal=True, **extra)[0]
+        return self.attn(h, mask=score_bias, is_causal=is_causal, **extra)[0]
 
     def forward(self, x: torch.Tensor, score_bias: torch.Tensor | None = None,
-                positions: torch.Tensor | None = None, cache=None) -> torch.Tensor:
-        x = x + self.dropout(self.attend(self.ln_1(x), score_bias, positions, cache))
+                positions: torch.Tensor | None = None, cache=None, is_causal: bool = True) -> torch.Tensor:
+        x = x + self.dropout(self.attend(self.ln_1(x), score_bias, positions, cache, is_causal))
         return x + self.dropout(self.mlp(self.ln_2(x)))
 
 
@@ -258,8 +277,8 @@ class PostLNBlock(Block):
     """
 
     def forward(self, x: torch.Tensor, score_bias: torch.Tensor | None = None,
-                positions: torch.Tensor | None = None, cache=None) -> torch.Tensor:
-        x = self.ln_1(x + self.dropout(self.attend(x, score_bias, positions, cache)))
+                positions: torch.Tensor | None = None, cache=None, is_causal: bool = True) -> torch.Tensor:
+        x = self.ln_1(x + self.dropout(self.attend(x, score_bias, positions, cache, is_causal)))
         return self.ln_2(x + self.dropout(self.mlp(x)))
 
 class GPT(nn.Module):
@@ -369,21 +388,41 @@ class GPT(nn.Module):
         use these), their keys and values are appended to the cache, and they attend to all L+T.
         """
         start = 0 if cache is None else self._check_cache(cache, idx)
+        ragged = cache is not None and type(cache) in _RAGGED_CACHE_TYPES
+        if ragged:                      # each row at its own positions (lesson 12)
+            self._check_idx(idx)
+            positions = cache.positions(idx.shape[1]).to(idx.device)               # (B, T)
+            start = int(positions[:, 0].max())
         self._check_idx(idx, start)
         c, T = self.config, idx.shape[1]
-        positions = torch.arange(start, start + T, device=idx.device)
+        if not ragged:
+            positions = torch.arange(start, start + T, device=idx.device)
         x = self.wte(idx)
         if c.pos_encoding == "learned":
             x = x + self.wpe(positions)
         elif c.pos_encoding == "sinusoidal":
             x = x + sinusoidal_encoding(positions, c.n_embd, dtype=x.dtype)
         x = self.drop(x)
-        score_bias = (alibi_bias(c.n_head, T, Tk=start + T, device=idx.device).to(x.dtype)
-                      if c.pos_encoding == "alibi" else None)
+        if ragged:
+            score_bias = self._ragged_bias(cache.attention_mask(T).to(idx.device), positions, x.dtype)
+        else:
+            score_bias = (alibi_bias(c.n_head, T, Tk=start + T, device=idx.device).to(x.dtype)
+                          if c.pos_encoding == "alibi" else None)
         rope_positions = positions if cache is not None and c.pos_encoding == "rope" else None
         for i, block in enumerate(self.blocks):
-            x = block(x, score_bias, rope_positions, None if cache is None else cache.layer(i))
+            x = block(x, score_bias, rope_positions, None if cache is None else cache.layer(i),
+                      is_causal=not ragged)
         return self.ln_f(x)
+
+    def _ragged_bias(self, allowed: torch.Tensor, positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """A ragged cache's mask (B, 1, T, Tk) as the attention takes it: the boolean mask itself,
+        or, with ALiBi, -m_h |i - j| from each row's own positions, -inf where a key is hidden."""
+        if self.config.pos_encoding != "alibi":
+            return allowed
+        keys = torch.arange(allowed.shape[-1], device=allowed.device)
+        distance = (positions[:, None, :, None] - keys).abs().to(torch.float32)   # (B, 1, T, Tk)
+        slopes = alibi_slopes(self.config.n_head).to(allowed.device)[:, None, None]
+        return (0.0 - slopes * distance).masked_fill(~allowed, float("-inf")).to(dtype)
 
     def _check_cache(self, cache: DecoderCache, idx: torch.Tensor) -> int:
         """The number of tokens the cache holds, after checking that it was made for this model."""
@@ -393,6 +432,8 @@ class GPT(nn.Module):
                                 f"course_lib.kv_cache.KVCache is one), got {type(cache).__name__}; "
                                 "create one with KVCache.for_model(model, batch_size).")
             _DECODER_CACHE_TYPES.add(type(cache))
+            if isinstance(cache, RaggedDecoderCache):
+                _RAGGED_CACHE_TYPES.add(type(cache))
         c = self.config
         got = (cache.n_layer, cache.n_kv_head, cache.head_size)
         if got != (c.n_layer, c.n_kv_head, c.head_size):

@@ -34,6 +34,7 @@ LESSON_OF = {
     "course_lib.toy_lm": 9,
     "course_lib.attention.flash": 11,
     "course_lib.attention.flash_triton": 11,
+    "course_lib.serving": 12,
     "course_lib.viz.tokens": 1,  # the tokenizer playground
 }
 #: Known exceptions, each with its reason: (module, the later module it imports).
