@@ -72,6 +72,7 @@ WRONG: dict[str, list[str]] = {
                "            if T > self.max_len:\n                raise ValueError"
                "(f\"sequence of {T} tokens is too long (max_len={self.max_len})\")\n", ""),
         mutate(_TOKEN_POSITION, "T = ids.shape[-1]", "T = ids.shape[1]"),  # only batched ids work
+        mutate(_TOKEN_POSITION, "if T > self.max_len", "if len(ids) > self.max_len"),  # the batch size
         mutate(_TOKEN_POSITION,  # an assert, not the ValueError the exercise asks for
                "if T > self.max_len:\n                raise ValueError(",
                "assert T <= self.max_len, (",),
@@ -104,6 +105,7 @@ WRONG: dict[str, list[str]] = {
             b /= b.norm(dim=dim, keepdim=True).clamp_min(eps)
             return (a * b).sum(dim=dim)
         """,
+        _COSINE.replace(".clamp_min(eps)", ".clamp_min(1e-8)"),  # always the default eps
         mutate(_COSINE, "na = a.norm", "a, b = a.double(), b.double()\n        na = a.norm"),  # float64 out
         """
         def cosine_similarity(a, b, dim=-1, eps=1e-8):  # no eps: 0 / 0 for a zero vector

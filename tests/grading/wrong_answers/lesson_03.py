@@ -121,6 +121,16 @@ WRONG: dict[str, list[str]] = {
         mutate(_ATTENTION,  # no error for fewer keys than queries
                '            if Tk < Tq:\n                raise ValueError(f"is_causal needs Tk >= Tq, '
                'got Tq={Tq}, Tk={Tk}")\n', ""),
+        mutate(_ATTENTION, "return weights @ v, weights",  # one query comes back without its dim
+               "out = weights @ v\n        return (out.squeeze(-2) if Tq == 1 else out), weights"),
+        mutate(_ATTENTION,  # folds the causal pattern into the caller's boolean mask
+               "            scores = apply_mask(scores, allowed)\n",
+               "            if mask is not None and mask.dtype == torch.bool:\n"
+               "                mask &= allowed\n"
+               "            else:\n"
+               "                scores = apply_mask(scores, allowed)\n"),
+        mutate(_ATTENTION, "        scores = attention_scores(q, k)\n",  # float32 out for float64 in
+               "        q, k, v = q.float(), k.float(), v.float()\n        scores = attention_scores(q, k)\n"),
         mutate(_ATTENTION, "stable_softmax(scores, dim=-1)", "stable_softmax(scores, dim=-2)"),
         mutate(_ATTENTION, "return weights @ v, weights", "return weights @ v / math.sqrt(v.shape[-1]), "
                "weights"),  # scales the output too
@@ -137,6 +147,15 @@ WRONG: dict[str, list[str]] = {
                "x.reshape(B, T, D // n_head, n_head).permute(0, 3, 1, 2)"),  # every H-th column
         mutate(_HEADS, "x.transpose(1, 2).reshape(B, T, H * d_h)",
                "x.permute(0, 2, 3, 1).reshape(B, T, H * d_h)"),  # interleaves the heads' columns
+        """
+        def split_heads(x, n_head):  # the notebook's T (5, from the first cell), not x's
+            return x.reshape(x.shape[0], T, n_head, -1).transpose(1, 2)
+
+
+        def merge_heads(x):
+            H, d_h = x.shape[1], x.shape[3]
+            return x.transpose(1, 2).reshape(x.shape[0], T, H * d_h)
+        """,
     ],
 }
 

@@ -127,6 +127,8 @@ WRONG: dict[str, list[str]] = {
             """, "            "),  # no ValueError: a KeyError for an unknown activation
         mutate(_FFN, "return self.proj(self.act(self.fc(x)))",
                "return x + self.proj(self.act(self.fc(x)))"),  # adds the residual inside the FFN
+        mutate(_FFN, "return self.proj(self.act(self.fc(x)))",
+               "return self.proj(self.act(self.fc(x))).squeeze()"),  # a (1, 1, D) input comes back (D,)
     ],
     "block_answer": [
         mutate(_BLOCK, "m = block.mlp(block.ln_2(h))", "m = block.mlp(block.ln_2(x))"),  # parallel branches

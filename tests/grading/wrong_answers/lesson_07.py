@@ -257,6 +257,8 @@ WRONG: dict[str, list[str]] = {
         mutate(_LOOP, "if (it + 1) % config.eval_interval == 0 or it + 1 == config.max_iters:",
                "if (it + 1) % config.eval_interval == 0:"),  # no evaluation after the last step
         mutate(_LOOP, "            model.train()\n", ""),  # stays in eval mode: trains without dropout
+        mutate(_LOOP, "config.lr_decay_iters if config.lr_decay_iters > 0 else config.max_iters",
+               "config.lr_decay_iters"),  # lr_decay_iters 0 (tiny_run's) is not read as max_iters
     ],
 }
 

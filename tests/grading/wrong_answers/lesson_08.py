@@ -197,6 +197,8 @@ WRONG: dict[str, list[str]] = {
                     out = torch.cat([out, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
             return out
         """,
+        mutate(_GENERATE, "logits[:, -1, :].argmax(dim=-1, keepdim=True)",
+               "logits[:, -1, :].topk(1, dim=-1).indices"),  # a tie may go to a higher id
         mutate(_GENERATE, "cache = KVCache.for_model(model, batch_size=B, max_len=T + max_new_tokens)",
                "cache = KVCache.for_model(model, batch_size=1, max_len=T + max_new_tokens)"),  # batch 1
         """

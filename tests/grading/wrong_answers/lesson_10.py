@@ -363,6 +363,11 @@ WRONG: dict[str, list[str]] = {
         ) + "  # top-p before top-k",
         mutate(
             _GENERATE,
+            "token = logits.argmax(dim=-1, keepdim=True)",
+            "token = logits.topk(1, dim=-1).indices",
+        ) + "  # greedy as topk(1): a tie may go to a higher id",
+        mutate(
+            _GENERATE,
             "                logits = logits / temperature\n",
             "                logits = logits * temperature\n",
         ) + "  # the logits multiplied by the temperature",

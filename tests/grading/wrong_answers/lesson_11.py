@@ -71,6 +71,25 @@ WRONG: dict[str, list[str]] = {
             l = torch.exp(m1 - m) * l1 + torch.exp(m2 - m) * l2
             return m, l, (o1 + o2) / 2
         """,
+        """
+        def merge_partials(m1, l1, o1, m2, l2, o2):  # computes in float64 and returns float64
+            m1, l1, o1, m2, l2, o2 = (t.double() for t in (m1, l1, o1, m2, l2, o2))
+            m = torch.maximum(m1, m2)
+            base = torch.where(torch.isneginf(m), torch.zeros_like(m), m)
+            w1, w2 = torch.exp(m1 - base) * l1, torch.exp(m2 - base) * l2
+            l = w1 + w2
+            num = w1[..., None] * torch.nan_to_num(o1) + w2[..., None] * torch.nan_to_num(o2)
+            return m, l, num / torch.where(l == 0, torch.ones_like(l), l)[..., None]
+        """,
+        """
+        def merge_partials(m1, l1, o1, m2, l2, o2):  # two leading dims written out: (B, T) only
+            m = torch.maximum(m1, m2)
+            base = torch.where(torch.isneginf(m), torch.zeros_like(m), m)
+            w1, w2 = torch.exp(m1 - base) * l1, torch.exp(m2 - base) * l2
+            l = w1 + w2
+            num = w1[:, :, None] * torch.nan_to_num(o1) + w2[:, :, None] * torch.nan_to_num(o2)
+            return m, l, num / torch.where(l == 0, torch.ones_like(l), l)[:, :, None]
+        """,
     ],
     "tiled_answer": [
         mutate(_TILED, "acc = alpha[..., None] * acc + ", "acc = acc + "),  # rescales l, not the accumulator
