@@ -20,8 +20,9 @@ argmax, so the tokens are exactly the target's greedy tokens.
 With acceptance rate a (each draft token accepted independently with probability a), one round
 yields (1 - a^(k+1)) / (1 - a) tokens for one target pass and k draft steps.
 
-Both models keep their keys and values in a `PagedKVCache` (one sequence each); after a round the
-rejected tokens are rolled back with `truncate`.
+Both models keep their keys and values in lesson 08's contiguous cache (one sequence each: the
+paged cache's bookkeeping would cost more than it saves); after a round the rejected tokens are
+rolled back by shortening the cache.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import torch
 
 from course_lib.attention._checks import check_int
 from course_lib.generation import filter_logits
-from course_lib.serving.paged import PagedKVCache
+from course_lib.kv_cache import KVCache
 
 __all__ = ["accept_draft", "expected_tokens_per_pass", "speculative_generate"]
 
@@ -62,25 +63,29 @@ def accept_draft(p: torch.Tensor, q: torch.Tensor, draft: torch.Tensor,
     return k, p[k]
 
 
+class _RollbackCache(KVCache):
+    """Lesson 08's contiguous cache for one sequence, which can forget its newest tokens."""
+
+    def truncate(self, length: int) -> None:
+        self._lengths = [min(length, n) for n in self._lengths]
+
+
 class _Runner:
-    """One model with its own one-sequence paged cache: feed(tokens) -> logits of every new position."""
+    """One model with its own cache of one sequence: feed(tokens) -> logits of every new position."""
 
     def __init__(self, model, capacity: int) -> None:
         self.model = model
-        self.cache = PagedKVCache.for_model(model, num_blocks=-(-capacity // 16) + 1, block_size=16)
-        self.seq = self.cache.add_sequence()
+        self.cache = _RollbackCache.for_model(model, 1, capacity)
 
     @property
     def length(self) -> int:
-        return self.cache.length_of(self.seq)
+        return self.cache.length
 
     def feed(self, tokens: torch.Tensor) -> torch.Tensor:
-        self.cache.select([self.seq])
-        device = self.cache.k.device
-        return self.model(tokens[None].to(device), cache=self.cache)[0][0].float()     # (T, V)
+        return self.model(tokens[None].to(self.cache.device), cache=self.cache)[0][0].float()     # (T, V)
 
     def rollback(self, length: int) -> None:
-        self.cache.truncate(self.seq, length)
+        self.cache.truncate(length)
 
 
 def speculative_generate(target, draft, idx: torch.Tensor, max_new_tokens: int, *, k: int = 4,
@@ -89,8 +94,10 @@ def speculative_generate(target, draft, idx: torch.Tensor, max_new_tokens: int, 
                          generator: torch.Generator | None = None) -> tuple[torch.Tensor, dict]:
     """idx (1, T) followed by max_new_tokens tokens of the target's distribution, drafted k at a time.
 
-    Returns (tokens (1, T + n), stats): stats["acceptance_rate"] (accepted / proposed draft tokens),
-    "proposed", "accepted", "target_passes", "draft_steps", "tokens_per_pass". strategy "greedy" gives
+    Returns (tokens (1, T + n), stats): "proposed" (draft tokens), "checked" (those the rule looked at:
+    the accepted ones and each round's first rejection), "accepted", "acceptance_rate" (accepted /
+    checked: the per-token probability a of expected_tokens_per_pass), "target_passes", "draft_steps",
+    "tokens_per_pass" (new tokens / target passes). strategy "greedy" gives
     exactly the target's greedy tokens; "sample" draws from softmax(filter_logits(logits, temperature,
     top_k, top_p)) of the target (the draft's proposals are filtered the same way).
     """
@@ -121,7 +128,7 @@ def speculative_generate(target, draft, idx: torch.Tensor, max_new_tokens: int, 
         return torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)
 
     out = idx[0].detach().cpu().tolist()
-    stats = {"proposed": 0, "accepted": 0, "target_passes": 0, "draft_steps": 0}
+    stats = {"proposed": 0, "checked": 0, "accepted": 0, "target_passes": 0, "draft_steps": 0}
     was = (target.training, draft.training)
     target.eval()
     draft.eval()
@@ -154,12 +161,13 @@ def speculative_generate(target, draft, idx: torch.Tensor, max_new_tokens: int, 
                                                  torch.tensor(proposal, dtype=torch.long), u)
                     extra = int(torch.multinomial(nxt, 1, generator=generator))
                 stats["accepted"] += accepted
+                stats["checked"] += accepted + (accepted < n)
                 out += proposal[:accepted] + [extra]
                 tgt.rollback(min(tgt.length, len(out) - 1))       # keep what the accepted tokens left
                 drf.rollback(min(drf.length, len(out) - 1))
     finally:
         target.train(was[0])
         draft.train(was[1])
-    stats["acceptance_rate"] = stats["accepted"] / stats["proposed"] if stats["proposed"] else float("nan")
+    stats["acceptance_rate"] = stats["accepted"] / stats["checked"] if stats["checked"] else float("nan")
     stats["tokens_per_pass"] = max_new_tokens / stats["target_passes"] if stats["target_passes"] else float("nan")
     return torch.tensor(out, dtype=idx.dtype)[None].to(idx.device), stats

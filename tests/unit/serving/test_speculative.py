@@ -77,7 +77,7 @@ def test_sampling_keeps_the_targets_distribution():
         tokens, stats = speculative_generate(target, draft, prompt, n, k=3, strategy="sample", generator=g)
         x = tokens[0, -n:].tolist()
         counts[x[0] * V * V + x[1] * V + x[2]] += 1
-        accepted, proposed = accepted + stats["accepted"], proposed + stats["proposed"]
+        accepted, proposed = accepted + stats["accepted"], proposed + stats["checked"]
     assert 0.05 < accepted / proposed < 0.95, "both branches of the acceptance rule must run"
     assert chi2_pvalue(counts, joint) > 1e-3
     # the same test tells the draft's distribution apart from the target's: it has the power to fail
