@@ -77,6 +77,7 @@ _08 = partial(Claim, "08_kv_cache")
 _09 = partial(Claim, "09_decoding")
 _10 = partial(Claim, "10_your_gpt")
 _11 = partial(Claim, "11_flash_attention")
+_12 = partial(Claim, "12_serving")
 
 _L01_NOTES = "(the notes: fewer than 100); 5 words take"
 _L01_TABLE = "held_bytes = len(held_out.encode"
@@ -378,4 +379,11 @@ CLAIMS: tuple[Claim, ...] = (
         r"local_attention, window 65\s+(?:[\d.]+\s+){5}([\d.]+)", value=1, abs_tol=0.05),
     _11("dense-peak-4096", "(a peak of 208 MiB)", "peak_mib, seconds = {}, {}",
         r"dense \(stores A\)\s+(?:[\d.]+\s+){4}([\d.]+)", value=208, abs_tol=0.5),
+    # --- 12 serving
+    _12("timeline-requests", "The timeline shows 24 requests", "n_requests = 8 if GRADING else 24",
+        r"(\d+) requests in \d+ steps", value=24),
+    _12("blocks-waste", "Blocks of 16 tokens waste at most 15 positions", "mix = [(int(torch.randint(8, 121",
+        r"blocks of 16 tokens:\s+[\d,]+ \((\d+)% used\)", low=90, high=100),
+    _12("speculative-did-not-pay", "In the stored run it did not pay", "# what a target pass over k + 1",
+        r"speculative [\d,]+ tokens/s \(([\d.]+)x\)", low=0, high=1),
 )
