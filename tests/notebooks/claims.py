@@ -382,7 +382,7 @@ CLAIMS: tuple[Claim, ...] = (
     # --- 12 serving
     _12("timeline-requests", "The timeline shows 24 requests", "n_requests = 8 if GRADING else 24",
         r"(\d+) requests in \d+ steps", value=24),
-    _12("blocks-waste", "Blocks of 16 tokens waste at most 15 positions", "mix = [(int(torch.randint(8, 121",
+    _12("blocks-waste", "Blocks of 16 tokens waste at most 15 positions", "needed = sum(p + n for p, n in mix)",
         r"blocks of 16 tokens:\s+[\d,]+ \((\d+)% used\)", low=90, high=100),
     _12("speculative-did-not-pay", "In the stored run it did not pay", "# what a target pass over k + 1",
         r"speculative [\d,]+ tokens/s \(([\d.]+)x\)", low=0, high=1),
