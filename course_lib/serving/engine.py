@@ -38,6 +38,8 @@ __all__ = ["DEFAULT_KV_MEMORY", "Engine", "Event"]
 
 #: The pool's size when num_blocks is None: this many bytes of keys and values (all layers).
 DEFAULT_KV_MEMORY = 256 * 2**20
+#: Prefills run together when their padding to the longest is at most this fraction of their tokens.
+PREFILL_PADDING = 0.25
 #: Steps whose KV memory `Engine.kv_samples` keeps (a server runs for ever).
 KV_SAMPLES = 100_000
 
@@ -144,10 +146,10 @@ class Engine:
             self.model.eval()
         try:
             device = self.cache.k.device
-            for r in plan.prefill:                                     # each prompt alone
-                self.cache.select([r.seq])
-                logits = self.model(r.context(self.window)[None].to(device), cache=self.cache)[0][:, -1]
-                events.append(self._emit(r, self._choose([r], logits)[0]))
+            for group in self._prefill_groups(plan.prefill):           # prompts, several per pass
+                logits = self._prefill(group)
+                for r, token in zip(group, self._choose(group, logits), strict=True):
+                    events.append(self._emit(r, token))
             if plan.decode:                                            # one batched step
                 self.cache.select([r.seq for r in plan.decode])
                 last = torch.tensor([[r.tokens[-1]] for r in plan.decode], device=device)
@@ -162,6 +164,39 @@ class Engine:
         self.kv_samples.append(sample)
         self.peak_bytes_allocated = max(self.peak_bytes_allocated, sample[0])
         return events
+
+    def _prefill_groups(self, requests: list[Request]) -> list[list[Request]]:
+        """The prefills of a step in groups of similar lengths (shortest first), each group's padding
+        at most PREFILL_PADDING of its tokens, and its padding's blocks free in the pool."""
+        groups: list[list[Request]] = []
+        free = self.cache.allocator.num_free
+        for r in sorted(requests, key=lambda r: r.prefill_len):
+            group = groups[-1] if groups else None
+            if group is not None:
+                longest = r.prefill_len                                     # sorted: the newest is longest
+                real = sum(x.prefill_len for x in group) + longest
+                extra = sum(self.cache.blocks_needed(x.seq, longest) for x in group)
+                if (len(group) + 1) * longest <= (1 + PREFILL_PADDING) * real and extra <= free:
+                    group.append(r)
+                    continue
+            groups.append([r])
+        return groups
+
+    def _prefill(self, group: list[Request]) -> torch.Tensor:
+        """The last-position logits (B, V) of several prompts run in one pass. Each is padded on the
+        right to the longest: a query never sees a later position, so the padding changes no real
+        token's logits; each sequence is then cut back to its own length, which forgets the
+        padding's keys and values."""
+        contexts = [r.context(self.window) for r in group]
+        T = max(len(c) for c in contexts)
+        idx = torch.zeros(len(group), T, dtype=torch.long)
+        for row, context in enumerate(contexts):
+            idx[row, :len(context)] = context
+        self.cache.select([r.seq for r in group])
+        logits = self.model(idx.to(self.cache.k.device), cache=self.cache)[0]
+        for r, context in zip(group, contexts, strict=True):
+            self.cache.truncate(r.seq, len(context))
+        return logits[torch.arange(len(group)), torch.tensor([len(c) - 1 for c in contexts])]
 
     def _choose(self, batch: list[Request], logits: torch.Tensor) -> list[int]:
         """Each request's next token from its row of logits, with its own generator."""
