@@ -41,6 +41,7 @@ __all__ = [
     "EXHAUSTIVE_LIMIT",
     "STRATEGIES",
     "beam_search",
+    "check_sampling",
     "exhaustive_search",
     "filter_logits",
     "generate",
@@ -102,6 +103,24 @@ def _check_temperature(temperature) -> None:
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
         raise ValueError(f"temperature must be a number > 0, got {temperature!r}; greedy decoding "
                          "is the limit T -> 0: use strategy='greedy'.")
+
+
+def check_sampling(strategy: str, temperature: float = 1.0, top_k: int | None = None,
+                   top_p: float | None = None, *, strategies: tuple[str, ...] = ("greedy", "sample")) -> None:
+    """The decoding arguments of `generate` (and of lesson 12's engine and speculative decoding),
+    checked before any token: a strategy of `strategies`, temperature > 0, top_k >= 1, top_p in
+    (0, 1], and no temperature, top_k or top_p with greedy decoding (they would do nothing)."""
+    if strategy not in strategies:
+        raise ValueError(f"strategy must be one of {strategies}, got {strategy!r}.")
+    _check_temperature(temperature)
+    if top_k is not None:
+        check_int("top_k", top_k, 1, "None or an integer >= 1 (the number of tokens to keep)")
+    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float))
+                              or not 0 < top_p <= 1):
+        raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}.")
+    if strategy == "greedy" and (top_k is not None or top_p is not None or temperature != 1):
+        raise ValueError("temperature, top_k and top_p are for strategy='sample' (they shape the "
+                         "distribution it draws from); greedy takes the argmax, which they do not change.")
 
 
 def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
@@ -200,14 +219,7 @@ def generate(model, idx: torch.Tensor, max_new_tokens: int, *, strategy: str = "
     """
     _check_model_and_prompt(model, idx)
     check_int("max_new_tokens", max_new_tokens, 0)
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
-    _check_temperature(temperature)
-    if top_k is not None:
-        check_int("top_k", top_k, 1, "None or an integer >= 1 (the number of tokens to keep)")
-    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float))
-                              or not 0 < top_p <= 1):
-        raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}.")
+    check_sampling(strategy, temperature, top_k, top_p, strategies=STRATEGIES)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}.")
     _check_eos(eos_id, model.config.vocab_size)
@@ -217,9 +229,6 @@ def generate(model, idx: torch.Tensor, max_new_tokens: int, *, strategy: str = "
         return beam_search(model, idx, max_new_tokens, beam_width, use_cache=use_cache, eos_id=eos_id)
     if beam_width is not None:
         raise ValueError(f"beam_width is for strategy='beam', not {strategy!r}.")
-    if strategy == "greedy" and (top_k is not None or top_p is not None or temperature != 1):
-        raise ValueError("temperature, top_k and top_p shape the distribution that strategy='sample' "
-                         "draws from; greedy takes the argmax, which they do not change.")
 
     def choose(logits: torch.Tensor) -> torch.Tensor:
         return next_token(logits, strategy, temperature=temperature, top_k=top_k, top_p=top_p,

@@ -53,7 +53,8 @@ class KVCache:
     - `nbytes`: the bytes allocated for keys and values; `bytes_used` those holding tokens.
     - `reorder(indices)`: keep batch rows `indices` (beam search), in that order; the batch size
       becomes len(indices), so one prompt's cache can be copied to every beam.
-    - `reset()`: forget every token (the memory stays allocated).
+    - `reset()`: forget every token (the memory stays allocated); `truncate(length)`: keep the
+      first `length`.
     - `KVCache.for_model(model, batch_size, max_len)` reads the sizes from a GPT's config.
     """
 
@@ -173,6 +174,14 @@ class KVCache:
     def reset(self) -> None:
         """Forget every token; the buffers stay allocated."""
         self._lengths = [0] * self.n_layer
+
+    def truncate(self, length: int) -> None:
+        """Keep the first `length` tokens and forget the newer ones (a rollback: speculative
+        decoding drops the draft tokens its check rejected; timing one step again)."""
+        check_int("length", length, 0, f"an integer in 0..{self.length} (the tokens the cache holds)")
+        if length > self.length:
+            raise ValueError(f"the cache holds {self.length} tokens; it cannot be truncated to {length}.")
+        self._lengths = [length] * self.n_layer
 
     # --- checks ----------------------------------------------------------------------------
     def _check_layer(self, layer: int) -> None:

@@ -30,7 +30,7 @@ from typing import NamedTuple
 import torch
 
 from course_lib.attention._checks import check_int
-from course_lib.generation import STRATEGIES, next_token
+from course_lib.generation import check_sampling, next_token
 from course_lib.serving.paged import PagedKVCache
 from course_lib.serving.scheduler import Request, Scheduler
 
@@ -95,7 +95,7 @@ class Engine:
         """Queue one request; its id. prompt: a 1-D tensor of token ids."""
         self._check_prompt(prompt, "prompt")
         check_int("max_new_tokens", max_new_tokens, 0)
-        self._check_sampling(strategy, temperature, top_k, top_p)
+        check_sampling(strategy, temperature, top_k, top_p)
         if seed is not None and generator is not None:
             raise ValueError("give seed or generator, not both.")
         if seed is not None:
@@ -266,16 +266,3 @@ class Engine:
         V = self.model.config.vocab_size
         if int(prompt.min()) < 0 or int(prompt.max()) >= V:
             raise ValueError(f"{name} holds ids outside 0..{V - 1} (the model's vocabulary).")
-
-    @staticmethod
-    def _check_sampling(strategy, temperature, top_k, top_p) -> None:
-        if strategy not in STRATEGIES or strategy == "beam":
-            raise ValueError(f"strategy must be 'greedy' or 'sample', got {strategy!r}.")
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
-            raise ValueError(f"temperature must be a number > 0, got {temperature!r} (greedy: strategy='greedy').")
-        if top_k is not None:
-            check_int("top_k", top_k, 1, "None or an integer >= 1")
-        if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
-            raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}.")
-        if strategy == "greedy" and (top_k is not None or top_p is not None or temperature != 1):
-            raise ValueError("temperature, top_k and top_p are for strategy='sample'; greedy takes the argmax.")

@@ -23,6 +23,7 @@ sequence back (speculative decoding), `free(s)` returns its blocks.
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import torch
 
@@ -61,8 +62,7 @@ class PagedKVCache:
         self._ids = itertools.count()
         self._rows: list[int] = []
         self._written = 0          # layers written in the current forward pass
-        self._tables_now, self._tables_key = None, -1   # the pass's block tables as a tensor
-        self._pending = 0          # tokens that pass adds
+        self._pass: _Pass | None = None   # where that pass writes and reads, found by layer 0
 
     @classmethod
     def for_model(cls, model, num_blocks: int, block_size: int = 16, *, dtype: torch.dtype | None = None,
@@ -139,7 +139,7 @@ class PagedKVCache:
             raise ValueError(f"select got a sequence twice ({seqs}): fork it to decode two continuations.")
         for s in seqs:
             self._check_seq(s)
-        self._rows, self._written, self._pending = seqs, 0, 0
+        self._rows, self._written, self._pass = seqs, 0, None
 
     # --- the model's cache Protocol (course_lib.model.RaggedDecoderCache) ---------------------
     @property
@@ -155,7 +155,7 @@ class PagedKVCache:
 
     @property
     def layer_lengths(self) -> tuple[int, ...]:
-        done = self.length + self._pending
+        done = self.length + (self._pass.T if self._pass is not None else 0)
         return tuple(done if i < self._written else self.length for i in range(self.n_layer))
 
     def positions(self, T: int) -> torch.Tensor:
@@ -190,16 +190,24 @@ class PagedKVCache:
                              f"expected layer {self._written}. Call select() before a new forward pass.")
         if layer == 0:
             self._reserve(T)
-        lengths = [self.tables.length(s) for s in self._rows]
-        blocks, slots = self._slots(lengths, T)
-        self.k[layer, blocks, slots] = k.permute(0, 2, 1, 3).reshape(B * T, H, d).to(self.k.dtype)
-        self.v[layer, blocks, slots] = v.permute(0, 2, 1, 3).reshape(B * T, H, d).to(self.v.dtype)
+            self._pass = self._plan_pass(T)
+        p = self._pass
+        if T != p.T:
+            raise ValueError(f"layer {layer} got {T} new tokens per row and layer 0 got {p.T}: the layers of "
+                             "one forward pass write the same tokens.")
+        self.k[layer, p.blocks, p.slots] = k.permute(0, 2, 1, 3).reshape(B * T, H, d).to(self.k.dtype)
+        self.v[layer, p.blocks, p.slots] = v.permute(0, 2, 1, 3).reshape(B * T, H, d).to(self.v.dtype)
         self._written += 1
         if self._written == self.n_layer:          # the pass is complete: the rows hold T more
             for s in self._rows:
                 self.tables.advance(s, T)
-            self._written, self._pending = 0, 0
-        return self._gather(layer, [n + T for n in lengths])
+            self._written, self._pass = 0, None
+
+        def read(pool: torch.Tensor) -> torch.Tensor:                             # (B, H, Tk, d)
+            blocks = pool[layer].view(self.num_blocks, -1).index_select(0, p.tables)
+            return blocks.view(B, -1, self.n_kv_head, self.head_size)[:, :p.Tk].transpose(1, 2)
+
+        return read(self.k), read(self.v)
 
     def _reserve(self, T: int) -> None:
         """Blocks for T more tokens in every selected row, or an error before any is taken."""
@@ -211,33 +219,21 @@ class PagedKVCache:
                 "a sequence, or build the cache with more blocks.")
         for s in self._rows:
             self.reserve(s, T)
-        self._pending = T
 
-    def _slots(self, lengths: list[int], T: int) -> tuple[torch.Tensor, torch.Tensor]:
-        positions = torch.tensor(lengths)[:, None] + torch.arange(T)            # (B, T)
-        blocks = self._table_tensor([n + T for n in lengths]).cpu().gather(1, positions // self.block_size)
-        return blocks.reshape(-1).to(self.k.device), (positions % self.block_size).reshape(-1).to(self.k.device)
-
-    def _table_tensor(self, lengths: list[int]) -> torch.Tensor:
-        """(B, n_blocks) block ids of the selected rows (padded with block 0), built once per pass."""
-        width = max(-(-n // self.block_size) for n in lengths)
-        if self._written == 0 or self._tables_key != width:      # layer 0 builds it, the others reuse it
-            tables = [self.tables.blocks(s)[:width] for s in self._rows]
-            rows = [t + [0] * (width - len(t)) for t in tables]
-            self._tables_now = torch.tensor(rows, dtype=torch.long, device=self.k.device)
-            self._tables_key = width
-        return self._tables_now
-
-    def _gather(self, layer: int, lengths: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        Tk = max(lengths)
-        flat = self._table_tensor(lengths).reshape(-1)                             # (B * n_blocks,)
-        B = len(lengths)
-
-        def read(pool: torch.Tensor) -> torch.Tensor:                             # (B, H, Tk, d)
-            blocks = pool[layer].view(self.num_blocks, -1).index_select(0, flat)
-            return blocks.view(B, -1, self.n_kv_head, self.head_size)[:, :Tk].transpose(1, 2)
-
-        return read(self.k), read(self.v)
+    def _plan_pass(self, T: int) -> _Pass:
+        """Where a pass of T new tokens per row writes (block and slot of each) and what it reads
+        (every row's blocks, padded with block 0 to the longest row): the same for every layer."""
+        lengths = torch.tensor([self.tables.length(s) for s in self._rows])
+        held = lengths + T
+        width = int((held.max() + self.block_size - 1) // self.block_size)
+        tables = [self.tables.blocks(s)[:width] for s in self._rows]
+        tables = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.long)   # (B, width)
+        positions = lengths[:, None] + torch.arange(T)                                          # (B, T)
+        device = self.k.device
+        return _Pass(T=T, Tk=int(held.max()),
+                     blocks=tables.gather(1, positions // self.block_size).reshape(-1).to(device),
+                     slots=(positions % self.block_size).reshape(-1).to(device),
+                     tables=tables.reshape(-1).to(device))
 
     # --- memory ---------------------------------------------------------------------------
     @property
@@ -273,6 +269,17 @@ class PagedKVCache:
     def _check_rows(self) -> None:
         if not self._rows:
             raise ValueError("no sequences selected: call cache.select(ids) before each forward pass.")
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """One forward pass over the selected rows: T new tokens each, the keys read padded to Tk."""
+
+    T: int
+    Tk: int
+    blocks: torch.Tensor     # (B * T,) the block of each new token
+    slots: torch.Tensor      # (B * T,) its slot in that block
+    tables: torch.Tensor     # (B * width,) every row's blocks, padded with block 0
 
 
 class _PagedLayer:

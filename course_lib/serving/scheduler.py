@@ -92,6 +92,11 @@ class Request:
     def finished(self) -> bool:
         return self.cancelled or len(self.tokens) >= self.max_new_tokens
 
+    def context_len(self, window: int | None) -> int:
+        """len(self.context(window)), without building it (the scheduler asks every step)."""
+        n = len(self.prompt) + len(self.tokens)
+        return n if window is None else min(n, window)
+
     def context(self, window: int | None) -> torch.Tensor:
         """Prompt and generated tokens, cropped to the last `window` (learned positions)."""
         ctx = torch.cat([self.prompt, torch.tensor(self.tokens, dtype=self.prompt.dtype)]) if self.tokens else self.prompt
@@ -150,7 +155,7 @@ class Scheduler:
             self.waiting.appendleft(r)
         decode_ids, admit_ids, preempt_ids = plan_step(
             [(r.id, self.cache.length_of(r.seq)) for r in self.running],
-            [(r.id, len(r.context(self.window))) for r in self.waiting],
+            [(r.id, r.context_len(self.window)) for r in self.waiting],
             self.cache.allocator.num_free, self.cache.block_size,
             max_batch_size=self.max_batch_size, max_batch_tokens=self.max_batch_tokens)
         by_id = {r.id: r for r in (*self.running, *self.waiting)}
@@ -165,7 +170,7 @@ class Scheduler:
             r = by_id[i]
             self.waiting.remove(r)
             self.running.append(r)
-            self._start(r, len(r.context(self.window)))
+            self._start(r, r.context_len(self.window))
             prefill.append(r)
         return Plan(prefill, decode, preempted)
 

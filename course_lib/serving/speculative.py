@@ -30,7 +30,7 @@ from __future__ import annotations
 import torch
 
 from course_lib.attention._checks import check_int
-from course_lib.generation import filter_logits
+from course_lib.generation import check_sampling, filter_logits
 from course_lib.kv_cache import KVCache
 
 __all__ = ["accept_draft", "expected_tokens_per_pass", "speculative_generate"]
@@ -63,19 +63,12 @@ def accept_draft(p: torch.Tensor, q: torch.Tensor, draft: torch.Tensor,
     return k, p[k]
 
 
-class _RollbackCache(KVCache):
-    """Lesson 08's contiguous cache for one sequence, which can forget its newest tokens."""
-
-    def truncate(self, length: int) -> None:
-        self._lengths = [min(length, n) for n in self._lengths]
-
-
 class _Runner:
     """One model with its own cache of one sequence: feed(tokens) -> logits of every new position."""
 
     def __init__(self, model, capacity: int) -> None:
         self.model = model
-        self.cache = _RollbackCache.for_model(model, 1, capacity)
+        self.cache = KVCache.for_model(model, 1, capacity)
 
     @property
     def length(self) -> int:
@@ -112,10 +105,7 @@ def speculative_generate(target, draft, idx: torch.Tensor, max_new_tokens: int, 
                          f"{tuple(idx.shape) if isinstance(idx, torch.Tensor) else type(idx).__name__}.")
     check_int("max_new_tokens", max_new_tokens, 0)
     check_int("k", k, 1, "an integer >= 1 (draft tokens per round)")
-    if strategy not in ("greedy", "sample"):
-        raise ValueError(f"strategy must be 'greedy' or 'sample', got {strategy!r}.")
-    if strategy == "greedy" and (top_k is not None or top_p is not None or temperature != 1):
-        raise ValueError("temperature, top_k and top_p are for strategy='sample'; greedy takes the argmax.")
+    check_sampling(strategy, temperature, top_k, top_p)
     T = idx.shape[1]
     for name, model in (("target", target), ("draft", draft)):
         c = model.config

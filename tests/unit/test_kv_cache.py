@@ -236,6 +236,21 @@ def test_reset_forgets_every_token_and_keeps_the_memory():
     assert torch.equal(k_all, k), "after reset, appending does not write position 0"
 
 
+
+def test_truncate_keeps_the_first_tokens_and_the_next_append_overwrites_the_rest():
+    cache = KVCache(*SIZES)
+    _fill(cache, 4)
+    kept = cache.k[:, :, :, :2].clone()
+    cache.truncate(2)
+    assert cache.length == 2, f"after truncate(2) the cache holds {cache.length} tokens"
+    assert cache.layer_lengths == (2,) * cache.n_layer, f"layer lengths {cache.layer_lengths}"
+    k, v = _kv(T=1, seed=7)
+    k_all, _ = cache.update(0, k, v)
+    assert torch.equal(k_all[:, :, :2], kept[0]), "truncate changed the tokens it keeps"
+    assert torch.equal(k_all[:, :, 2:], k), "the append after truncate(2) does not write position 2"
+    with pytest.raises(ValueError, match="cannot be truncated to 9"):
+        cache.truncate(9)
+
 # ------------------------------------------------------------------------------------------
 # errors
 # ------------------------------------------------------------------------------------------
