@@ -274,8 +274,7 @@ class EngineWorker:
         try:
             job.rid = self.engine.submit(torch.tensor(job.prompt, dtype=torch.long), job.max_tokens,
                                          **job.sampling)
-        except (ValueError, TypeError) as error:
-            self._drop_strays()
+        except (ValueError, TypeError) as error:     # the engine keeps no record of a refused request
             _deliver(job.loop, _settle, job.accepted, error)
             return
         self._jobs[job.rid] = job
@@ -289,13 +288,6 @@ class EngineWorker:
             if not self.engine.done(job.rid):
                 self.engine.cancel(job.rid)             # frees its KV blocks now
             self.engine.forget(job.rid)
-
-    def _drop_strays(self) -> None:
-        """Engine.submit records a request before the scheduler may refuse it: drop such records."""
-        for rid in [r for r in self.engine.requests if r not in self._jobs]:
-            if not self.engine.done(rid):
-                self.engine.cancel(rid)
-            self.engine.forget(rid)
 
     def _fail_all(self, error: Exception) -> None:
         for rid, job in list(self._jobs.items()):

@@ -114,6 +114,7 @@ def test_bad_requests_are_refused_with_the_fix():
         engine.generate([torch.arange(3)], [2, 3])
     with pytest.raises(ValueError, match="needs up to 5 blocks"):
         engine.generate([torch.arange(10)], 10)
+    assert not engine.requests, "a request the pool can never hold left a record behind"
     with pytest.raises(ValueError, match="for strategy='sample'"):
         engine.generate([torch.arange(3)], 2, temperature=0.5)
     assert engine.generate([torch.arange(3)], 0)[0].numel() == 0
